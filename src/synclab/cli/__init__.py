@@ -1,0 +1,178 @@
+"""The ``synclab`` command: run experiments, start roles, report."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+import yaml
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="SyncLab: run parameter-synchronization strategies on an emulated cluster.")
+console = Console(stderr=True)
+
+TokenOpt = typer.Option(..., "--token", envvar="SYNCLAB_TOKEN", show_envvar=True,
+                        help="Shared job token (the launcher sets SYNCLAB_TOKEN).")
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<time>-<strategy>)."),
+        set_: list[str] = typer.Option([], "--set", help="Override a spec key: dotted.key=value (repeatable)."),
+        report: bool = typer.Option(True, help="Write plots and print the summary table at the end.")):
+    """Launch a local cluster for SPEC and run it to completion; writes the run records into --out."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from synclab.config import SpecError, load_spec
+    from synclab.roles.launcher import LocalCluster, supervise
+
+    try:
+        s = load_spec(spec, set_)
+    except SpecError as e:
+        _fail(f"invalid spec: {e}")
+    run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{s.strategy.name}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump(s.to_dict(), sort_keys=False))
+    for stale in ("summary.json", "failure.json", "status.json"):
+        (run_dir / stale).unlink(missing_ok=True)
+    cluster = LocalCluster(s, run_dir)
+    console.print(f"[bold]{s.name}[/]: strategy [cyan]{s.strategy.name}[/], model {s.model.name}, "
+                  f"{s.n_workers} worker(s), {s.n_ps} PS shard(s), isolation none (loopback), "
+                  f"network backend {'app' if (s.network.rate_bps or s.network.delay_s) else 'none'} -> {run_dir}")
+    cluster.start()
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=False) as progress:
+        task = progress.add_task("iterations", total=s.run.iterations)
+        status = supervise(cluster, on_progress=lambda done, total: progress.update(task, completed=done))
+        if status["status"] == "ok":
+            progress.update(task, completed=s.run.iterations)
+    if status["status"] != "ok":
+        _fail(f"run {status['status']}: {status['reason']} (records in {run_dir})",
+              code=130 if status["status"] == "interrupted" else 1)
+    if report:
+        _report(run_dir)
+    console.print(f"run records: {run_dir}")
+
+
+def _report(run_dir: Path) -> None:
+    from synclab.report import load_run, summary_table, write_report
+
+    records = load_run(run_dir)
+    Console().print(summary_table(records))
+    for p in write_report(run_dir):
+        console.print(f"plot: {p}")
+
+
+@app.command("report")
+def report_cmd(run_dir: Path = typer.Argument(..., help="A run directory written by `synclab run`.")):
+    """Print the summary table of a run and write its plots (PNG) into the run directory."""
+    try:
+        _report(run_dir)
+    except FileNotFoundError as e:
+        _fail(str(e))
+
+
+@app.command()
+def coordinator(spec: Path = typer.Option(..., "--spec"), run_dir: Path = typer.Option(..., "--run-dir"),
+                listen: str = typer.Option("0.0.0.0:50051", "--listen"), token: str = TokenOpt,
+                metrics_port: int = typer.Option(0, "--metrics-port"),
+                verbose: bool = typer.Option(False, "-v", "--verbose")):
+    """Run the coordinator of one job (registers nodes, barriers, heartbeats, run records)."""
+    from synclab.config import SpecError, load_spec
+    from synclab.roles.coordinator import run_coordinator
+
+    _logging(verbose)
+    try:
+        s = load_spec(spec)
+    except SpecError as e:
+        _fail(f"invalid spec: {e}")
+    raise typer.Exit(run_coordinator(s, run_dir, listen, token, metrics_port=metrics_port))
+
+
+def _node_options(coordinator_addr: str, connect_timeout_s: float):
+    if ":" not in coordinator_addr:
+        _fail(f"--coordinator must be host:port, got {coordinator_addr!r}")
+
+
+@app.command()
+def ps(shard: int = typer.Option(-1, "--shard", help="Shard index (-1: assigned by the coordinator)."),
+       coordinator_addr: str = typer.Option(..., "--coordinator", envvar="SYNCLAB_COORDINATOR"),
+       token: str = TokenOpt, host: str = typer.Option("0.0.0.0", "--host"),
+       advertise: str = typer.Option("127.0.0.1", "--advertise", help="Address peers use to reach this node."),
+       port: int = typer.Option(0, "--port"), metrics_port: int = typer.Option(0, "--metrics-port"),
+       connect_timeout: float = typer.Option(30.0, "--connect-timeout", help="Seconds to reach the coordinator."),
+       verbose: bool = typer.Option(False, "-v", "--verbose")):
+    """Run one parameter-server shard."""
+    from synclab.roles.client import CoordinatorUnreachable
+    from synclab.roles.ps import run_ps
+
+    _logging(verbose)
+    _node_options(coordinator_addr, connect_timeout)
+    try:
+        code = run_ps(shard, coordinator_addr, token, host=host, advertise=advertise, port=port,
+                      metrics_port=metrics_port, connect_timeout_s=connect_timeout)
+    except CoordinatorUnreachable as e:
+        _fail(str(e), 1)
+    raise typer.Exit(code)
+
+
+@app.command()
+def worker(rank: int = typer.Option(-1, "--rank", help="Worker rank (-1: assigned by the coordinator)."),
+           coordinator_addr: str = typer.Option(..., "--coordinator", envvar="SYNCLAB_COORDINATOR"),
+           token: str = TokenOpt, host: str = typer.Option("0.0.0.0", "--host"),
+           advertise: str = typer.Option("127.0.0.1", "--advertise", help="Address peers use to reach this node."),
+           port: int = typer.Option(0, "--port"), metrics_port: int = typer.Option(0, "--metrics-port"),
+           connect_timeout: float = typer.Option(30.0, "--connect-timeout", help="Seconds to reach the coordinator."),
+           verbose: bool = typer.Option(False, "-v", "--verbose")):
+    """Run one training worker."""
+    from synclab.roles.client import CoordinatorUnreachable
+    from synclab.roles.worker import run_worker
+
+    _logging(verbose)
+    _node_options(coordinator_addr, connect_timeout)
+    try:
+        code = run_worker(rank, coordinator_addr, token, host=host, advertise=advertise, port=port,
+                          metrics_port=metrics_port, connect_timeout_s=connect_timeout)
+    except CoordinatorUnreachable as e:
+        _fail(str(e), 1)
+    raise typer.Exit(code)
+
+
+@app.command()
+def strategies():
+    """List the registered strategies."""
+    from synclab.strategies import registry
+
+    for name in registry.names():
+        cls = registry.get(name)
+        doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+        typer.echo(f"{name:12s} {doc}")
+
+
+@app.command()
+def version():
+    """Print the SyncLab version."""
+    from synclab import __version__
+
+    typer.echo(__version__)
+
+
+def main() -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    app()

@@ -1,0 +1,7 @@
+"""Synchronization strategies: one module, one class each, registered by name."""
+
+from synclab.strategies import registry
+from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
+from synclab.strategies import local, ps, wfbp  # noqa: F401  (registration)
+
+__all__ = ["ParamInfo", "Strategy", "WorkerContext", "registry"]

@@ -1,0 +1,3 @@
+from synclab.cli import main
+
+main()

@@ -1,0 +1,192 @@
+"""Real compute: the worker's training loop in PyTorch, with per-layer gates and gradient events.
+
+* Gates (DESIGN "Data flow" 1): a forward pre-hook on every module that owns
+  parameters waits until all of that layer's parameters are fresh.
+* Gradient events (2): ``register_post_accumulate_grad_hook`` hands each
+  gradient to the communication thread the moment it is accumulated, marks the
+  parameter stale and releases ``param.grad`` so the next backward starts clean.
+* The communication thread runs the strategy, so communication overlaps the
+  rest of backward and the next forward pass. PyTorch kernels release the GIL,
+  and the gRPC core moves bytes outside it, so threads suffice; the overlap is
+  measured per iteration (``comm_wait_s`` is the part that did *not* overlap).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from synclab.strategies.base import ParamInfo, Strategy
+
+
+@dataclass(slots=True)
+class IterationTiming:
+    iteration: int
+    start: float           # perf_counter at the start of forward
+    compute_s: float       # forward + backward, gate waits excluded
+    gate_wait_s: float     # time forward spent waiting for parameters
+    loss: float
+    samples: int
+
+
+def param_layout(model: nn.Module) -> tuple[list[ParamInfo], list[torch.Tensor], list[nn.Module]]:
+    """Parameters in forward (registration) order with the layer (owning module) of each."""
+    infos, tensors, layers = [], [], []
+    for module_name, module in model.named_modules():
+        own = list(module.named_parameters(recurse=False))
+        if not own:
+            continue
+        layers.append(module)
+        for pname, p in own:
+            name = f"{module_name}.{pname}" if module_name else pname
+            infos.append(ParamInfo(len(infos), name, tuple(p.shape), p.numel(), len(layers) - 1))
+            tensors.append(p)
+    return infos, tensors, layers
+
+
+class CommFailed(RuntimeError):
+    """The communication thread (strategy or transport) failed; the worker must stop."""
+
+
+class FreshGates:
+    """Per-layer events: set while every parameter of the layer holds current values."""
+
+    def __init__(self, infos: list[ParamInfo], n_layers: int):
+        self._layer_of = [i.layer for i in infos]
+        self._stale = [0] * n_layers
+        self._events = [threading.Event() for _ in range(n_layers)]
+        for e in self._events:
+            e.set()
+        self._lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    def mark_stale(self, index: int) -> None:
+        layer = self._layer_of[index]
+        with self._lock:
+            self._stale[layer] += 1
+            self._events[layer].clear()
+
+    def mark_fresh(self, index: int) -> None:
+        layer = self._layer_of[index]
+        with self._lock:
+            self._stale[layer] -= 1
+            if self._stale[layer] < 0:
+                raise RuntimeError(f"parameter {index} marked fresh twice")
+            if self._stale[layer] == 0:
+                self._events[layer].set()
+
+    def wait(self, layer: int) -> None:
+        self._events[layer].wait()
+        if self.error is not None:
+            raise CommFailed(str(self.error)) from self.error
+
+    def wait_all(self) -> None:
+        for layer in range(len(self._events)):
+            self.wait(layer)
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        for e in self._events:
+            e.set()
+
+
+class CommThread:
+    """Runs strategy callbacks in order, off the compute thread."""
+
+    def __init__(self, strategy_ref: Callable[[], Strategy], gates: FreshGates):
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._strategy = strategy_ref
+        self._gates = gates
+        self._thread = threading.Thread(target=self._run, name="comm", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable, *args) -> None:
+        self._q.put((fn, args))
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            fn, args = item
+            try:
+                fn(*args)
+            except BaseException as e:  # noqa: BLE001 - handed to the compute thread, which stops the worker
+                self._gates.fail(e)
+                return
+
+    def stop(self) -> None:
+        self._q.put(None)
+        self._thread.join(timeout=10)
+
+
+class Engine:
+    """Forward/backward with gates and gradient hooks; one call per iteration."""
+
+    def __init__(self, model: nn.Module, loss_fn: nn.Module, device: torch.device):
+        self.model, self.loss_fn, self.device = model, loss_fn, device
+        self.infos, self.tensors, self.layers = param_layout(model)
+        self.gates = FreshGates(self.infos, len(self.layers))
+        self.strategy: Strategy | None = None
+        self.comm = CommThread(lambda: self.strategy, self.gates)
+        self._iteration = 0
+        self._gate_wait_s = 0.0
+        self._handles = []
+        for layer_idx, module in enumerate(self.layers):
+            self._handles.append(module.register_forward_pre_hook(self._gate_hook(layer_idx)))
+        for info, p in zip(self.infos, self.tensors):
+            self._handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(info.index)))
+
+    def attach(self, strategy: Strategy) -> None:
+        self.strategy = strategy
+
+    def _gate_hook(self, layer: int):
+        def hook(module, args):
+            t0 = time.perf_counter()
+            self.gates.wait(layer)
+            self._gate_wait_s += time.perf_counter() - t0
+        return hook
+
+    def _grad_hook(self, index: int):
+        def hook(p: torch.Tensor):
+            grad = p.grad
+            p.grad = None
+            self.gates.mark_stale(index)
+            self.comm.submit(self.strategy.on_gradient, self._iteration, index, grad)
+        return hook
+
+    def run_iteration(self, iteration: int, x: torch.Tensor, y: torch.Tensor, start: float | None = None
+                      ) -> IterationTiming:
+        """One forward + backward; ``start`` (perf_counter) lets the caller count data loading in."""
+        self._iteration = iteration
+        self._gate_wait_s = 0.0
+        start = time.perf_counter() if start is None else start
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        out = self.model(x)
+        loss = self.loss_fn(out, y)
+        loss.backward()
+        loss_value = float(loss.detach())
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        end = time.perf_counter()
+        self.comm.submit(self.strategy.on_backward_end, iteration)
+        if self.gates.error is not None:
+            raise CommFailed(str(self.gates.error)) from self.gates.error
+        gate = self._gate_wait_s
+        return IterationTiming(iteration, start, end - start - gate, gate, loss_value, int(x.shape[0]))
+
+    def wait_fresh(self) -> float:
+        t0 = time.perf_counter()
+        self.gates.wait_all()
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self.comm.stop()

@@ -1,0 +1,240 @@
+"""The experiment spec: one validated model of cluster, network, model, data, strategy, compute, run.
+
+Specs are YAML files (``examples/quickstart.yaml``) plus ``--set dotted.key=value``
+overrides. Every section rejects unknown keys; :func:`load_spec` raises
+:class:`SpecError` whose message names the offending dotted key, so the CLI can
+exit 2 before any process starts. Inner code receives :class:`Spec`, never raw dicts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from synclab.config.units import parse_duration_s, parse_rate_bps, parse_size_bytes
+
+
+class SpecError(ValueError):
+    """An invalid spec; ``str(err)`` names the dotted key(s) at fault."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ClusterSpec(_Section):
+    workers: int = Field(2, ge=1, le=1024)
+    ps_shards: int = Field(1, ge=0, le=256)
+
+
+class NetworkSpec(_Section):
+    """Link shaping. ``profile`` names a file in netem/profiles; ``rate``/``delay`` set it inline."""
+
+    profile: str | None = None
+    rate: str | int | None = None
+    delay: str | float | None = None
+    isolation: Literal["auto", "none", "netns"] = "none"
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, v):
+        if v is not None:
+            if parse_rate_bps(v) <= 0:
+                raise ValueError("rate must be positive")
+        return v
+
+    @field_validator("delay")
+    @classmethod
+    def _delay(cls, v):
+        if v is not None:
+            parse_duration_s(v)
+        return v
+
+    @property
+    def rate_bps(self) -> int | None:
+        return None if self.rate is None else parse_rate_bps(self.rate)
+
+    @property
+    def delay_s(self) -> float:
+        return 0.0 if self.delay is None else parse_duration_s(self.delay)
+
+
+class ModelSpec(_Section):
+    name: str = "smallcnn"
+    batch_size: int = Field(32, ge=1, le=1 << 16)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v):
+        from synclab.models import MODEL_NAMES
+
+        if v not in MODEL_NAMES:
+            raise ValueError(f"unknown model {v!r}; known: {', '.join(MODEL_NAMES)}")
+        return v
+
+
+class DataSpec(_Section):
+    name: Literal["synthetic", "cifar10"] = "synthetic"
+    root: str | None = None
+    size: int = Field(50_000, ge=1)
+
+
+class StrategySpec(BaseModel):
+    """``name`` plus the strategy's own keys, validated by that strategy's ``Options`` model."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = "ps"
+
+    @model_validator(mode="after")
+    def _options(self):
+        from synclab.strategies import registry
+
+        cls = registry.get(self.name)  # raises KeyError naming known strategies
+        cls.Options.model_validate(self.model_extra or {})
+        return self
+
+    @property
+    def options(self) -> BaseModel:
+        from synclab.strategies import registry
+
+        return registry.get(self.name).Options.model_validate(self.model_extra or {})
+
+
+class ComputeSpec(_Section):
+    mode: Literal["real"] = "real"
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    threads: int = Field(1, ge=1, le=256, description="torch intra-op threads per worker process")
+
+
+class OptimizerSpec(_Section):
+    lr: float = Field(0.05, gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(1e-4, ge=0)
+
+
+class TransportSpec(_Section):
+    chunk_bytes: int | str = 1 << 20
+    queue_bytes: int | str = 64 << 20
+
+    @field_validator("chunk_bytes", "queue_bytes")
+    @classmethod
+    def _size(cls, v):
+        n = parse_size_bytes(v)
+        if not (1 << 10) <= n <= (1 << 30):
+            raise ValueError(f"must be between 1 KiB and 1 GiB, got {n} bytes")
+        return n
+
+
+class RunSpec(_Section):
+    iterations: int = Field(20, ge=1)
+    warmup: int = Field(2, ge=0)
+    seed: int = 0
+    check_params: bool = False
+    heartbeat_s: float = Field(1.0, gt=0)
+    heartbeat_timeout_s: float = Field(30.0, gt=0)
+    connect_timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _warmup(self):
+        if self.warmup >= self.iterations:
+            raise ValueError(f"run.warmup ({self.warmup}) must be smaller than run.iterations ({self.iterations})")
+        return self
+
+
+class Spec(_Section):
+    name: str = "experiment"
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    data: DataSpec = Field(default_factory=DataSpec)
+    strategy: StrategySpec = Field(default_factory=StrategySpec)
+    compute: ComputeSpec = Field(default_factory=ComputeSpec)
+    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
+    transport: TransportSpec = Field(default_factory=TransportSpec)
+    run: RunSpec = Field(default_factory=RunSpec)
+
+    @model_validator(mode="after")
+    def _cluster_fits_strategy(self):
+        from synclab.strategies import registry
+
+        cls = registry.get(self.strategy.name)
+        if cls.needs_ps and self.cluster.ps_shards < 1:
+            raise ValueError(f"strategy {self.strategy.name!r} needs cluster.ps_shards >= 1")
+        return self
+
+    # The shape of the local cluster this spec launches.
+    @property
+    def n_workers(self) -> int:
+        from synclab.strategies import registry
+
+        return 1 if registry.get(self.strategy.name).single_process else self.cluster.workers
+
+    @property
+    def n_ps(self) -> int:
+        from synclab.strategies import registry
+
+        return self.cluster.ps_shards if registry.get(self.strategy.name).needs_ps else 0
+
+    def to_dict(self) -> dict:
+        return self.model_dump(mode="json")
+
+
+def _format_errors(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-"))
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"{loc or '<spec>'}: {msg}")
+    return "; ".join(lines)
+
+
+def _coerce(text: str) -> Any:
+    return yaml.safe_load(text) if text != "" else ""
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply ``dotted.key=value`` overrides (values parsed as YAML scalars)."""
+    for item in overrides:
+        if "=" not in item:
+            raise SpecError(f"override {item!r} must look like dotted.key=value")
+        key, _, raw = item.partition("=")
+        parts = key.strip().split(".")
+        if not all(parts):
+            raise SpecError(f"override key {key!r} is malformed")
+        node = data
+        for p in parts[:-1]:
+            nxt = node.setdefault(p, {})
+            if not isinstance(nxt, dict):
+                raise SpecError(f"{key}: {p!r} is not a section")
+            node = nxt
+        node[parts[-1]] = _coerce(raw)
+    return data
+
+
+def parse_spec(data: dict | None, overrides: list[str] = ()) -> Spec:
+    data = apply_overrides(dict(data or {}), list(overrides))
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(_format_errors(e)) from None
+    except KeyError as e:  # unknown strategy from the registry
+        raise SpecError(f"strategy.name: {e.args[0]}") from None
+
+
+def load_spec(path: str | Path, overrides: list[str] = ()) -> Spec:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: the spec must be a mapping of sections")
+    return parse_spec(data, overrides)

@@ -1,0 +1,300 @@
+"""The coordinator: registers nodes, hands out spec and plan, runs barriers and heartbeats, writes run records.
+
+It is the only node that writes ``iterations.csv``, ``summary.json`` and
+``endpoints.json``. When any node fails (it says so, its heartbeat stops, or a
+user sends ``stop``) the job is marked failed, every blocked barrier is aborted,
+every heartbeat reply says stop, and ``failure.json`` records why.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import platform
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from synclab.config import Spec
+from synclab.wire import pb, rpc
+from synclab.wire.channels import make_server
+
+log = logging.getLogger(__name__)
+
+ITERATION_COLUMNS = ["iteration", "rank", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples",
+                     "bytes_sent", "bytes_received", "params_checksum"]
+ROLE_PREFIX = {pb.WORKER: "worker", pb.PS: "ps"}
+
+
+@dataclass
+class JobState:
+    spec: Spec
+    run_dir: Path
+    job_id: str
+    network_backend: str
+    link_rate_bps: float | None
+    expected: dict[int, int]
+    nodes: dict[str, pb.NodeInfo] = field(default_factory=dict)
+    plan_json: str | None = None
+    barriers: dict[str, set] = field(default_factory=dict)
+    heartbeats: dict[str, float] = field(default_factory=dict)
+    reports: list[pb.IterationReport] = field(default_factory=list)
+    done: dict[str, pb.DoneRequest] = field(default_factory=dict)
+    commands: dict[str, list[pb.ControlCommand]] = field(default_factory=dict)
+    state: str = "registering"
+    failure: str = ""
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(self.expected.values())
+
+
+class CoordinatorService(rpc.CoordinatorServicer):
+    def __init__(self, job: JobState):
+        self.job = job
+        self.cv = threading.Condition()
+
+    # -- failure ---------------------------------------------------------------------
+    def fail(self, reason: str) -> None:
+        with self.cv:
+            if self.job.state in ("failed", "finished"):
+                return
+            log.error("job failed: %s", reason)
+            self.job.state, self.job.failure = "failed", reason
+            self.cv.notify_all()
+
+    def _abort_if_failed(self, context) -> None:
+        if self.job.state == "failed":
+            context.abort(grpc.StatusCode.ABORTED, f"job failed: {self.job.failure}")
+
+    def _wait(self, context, predicate, timeout: float | None) -> None:
+        with self.cv:
+            ok = self.cv.wait_for(lambda: predicate() or self.job.state == "failed" or not context.is_active(),
+                                  timeout=timeout)
+        self._abort_if_failed(context)
+        if not ok:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "timed out waiting for the other nodes")
+
+    # -- RPCs ------------------------------------------------------------------------
+    def Register(self, request, context):
+        job = self.job
+        with self.cv:
+            self._abort_if_failed(context)
+            prefix = ROLE_PREFIX.get(request.role)
+            if prefix is None:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "only workers and PS shards register")
+            limit = job.expected[request.role]
+            taken = {n.index for n in job.nodes.values() if n.role == request.role}
+            index = request.requested_index
+            if index < 0:
+                free = [i for i in range(limit) if i not in taken]
+                if not free:
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"all {limit} {prefix} slots are taken")
+                index = free[0]
+            elif index >= limit:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"{prefix} index {index} is out of range: this job has {limit} {prefix}(s)")
+            elif index in taken:
+                context.abort(grpc.StatusCode.ALREADY_EXISTS, f"{prefix}{index} is already registered")
+            node = pb.NodeInfo(role=request.role, index=index, name=f"{prefix}{index}", address=request.address,
+                               metrics_url=request.metrics_url, capabilities=request.capabilities)
+            job.nodes[node.name] = node
+            job.heartbeats[node.name] = time.monotonic()
+            if len(job.nodes) == job.total_nodes:
+                job.state = "running"
+                self._write_endpoints()
+            self.cv.notify_all()
+        log.info("registered %s at %s", node.name, node.address)
+        return pb.RegisterReply(node=node, spec_json=json.dumps(job.spec.to_dict()), run_dir=str(job.run_dir),
+                                job_id=job.job_id)
+
+    def _write_endpoints(self) -> None:
+        endpoints = {name: {"role": pb.Role.Name(n.role).lower(), "address": n.address, "metrics_url": n.metrics_url}
+                     for name, n in sorted(self.job.nodes.items())}
+        (self.job.run_dir / "endpoints.json").write_text(json.dumps(endpoints, indent=2) + "\n")
+
+    def GetCluster(self, request, context):
+        self._wait(context, lambda: len(self.job.nodes) == self.job.total_nodes, context.time_remaining())
+        return pb.ClusterReply(nodes=sorted(self.job.nodes.values(), key=lambda n: (n.role, n.index)))
+
+    def PublishPlan(self, request, context):
+        with self.cv:
+            self.job.plan_json = request.plan_json
+            (self.job.run_dir / "plan.json").write_text(json.dumps(json.loads(request.plan_json), indent=1) + "\n")
+            self.cv.notify_all()
+        return pb.Ack()
+
+    def GetPlan(self, request, context):
+        self._wait(context, lambda: self.job.plan_json is not None, context.time_remaining())
+        return pb.PlanReply(plan_json=self.job.plan_json)
+
+    def Barrier(self, request, context):
+        with self.cv:
+            arrived = self.job.barriers.setdefault(request.name, set())
+            arrived.add(request.node)
+            self.cv.notify_all()
+        self._wait(context, lambda: len(arrived) >= request.participants, context.time_remaining())
+        return pb.BarrierReply(arrived=len(arrived))
+
+    def Heartbeat(self, request, context):
+        with self.cv:
+            self.job.heartbeats[request.node] = time.monotonic()
+            cmds = self.job.commands.pop(request.node, [])
+        stop = self.job.state == "failed"
+        return pb.HeartbeatReply(stop=stop, reason=self.job.failure if stop else "", commands=cmds)
+
+    def ReportIteration(self, request, context):
+        with self.cv:
+            self.job.reports.append(request)
+        return pb.Ack()
+
+    def Done(self, request, context):
+        with self.cv:
+            self.job.done[request.node] = request
+            self.cv.notify_all()
+        if not request.ok:
+            self.fail(f"{request.node}: {request.message}")
+        return pb.Ack()
+
+    def Control(self, request, context):
+        if request.kind == "stop":
+            self.fail(f"stopped by a user ({request.args_json or 'no reason given'})")
+            return pb.ControlReply(accepted=True, message="stopping")
+        return pb.ControlReply(accepted=False, message=f"unknown control command {request.kind!r}")
+
+    def Status(self, request, context):
+        with self.cv:
+            per_rank: dict[int, int] = {}
+            for r in self.job.reports:
+                per_rank[r.rank] = max(per_rank.get(r.rank, -1), r.iteration)
+            n_workers = self.job.expected[pb.WORKER]
+            done = min(per_rank.values()) + 1 if len(per_rank) == n_workers else 0
+            return pb.StatusReply(state=self.job.state, iterations_done=done,
+                                  iterations_total=self.job.spec.run.iterations,
+                                  nodes=list(self.job.nodes.values()), message=self.job.failure)
+
+    # -- supervision -----------------------------------------------------------------
+    def watch(self, stop: threading.Event) -> None:
+        """Fail the job when a registered node stops sending heartbeats."""
+        timeout = self.job.spec.run.heartbeat_timeout_s
+        while not stop.wait(0.5):
+            now = time.monotonic()
+            with self.cv:
+                silent = [n for n, t in self.job.heartbeats.items()
+                          if n not in self.job.done and now - t > timeout]
+            if silent:
+                self.fail(f"no heartbeat from {', '.join(sorted(silent))} for {timeout:g} s")
+
+    def all_done(self) -> bool:
+        return len(self.job.done) == self.job.total_nodes
+
+
+def write_iterations(path: Path, reports: list[pb.IterationReport]) -> list[dict]:
+    rows = []
+    for r in sorted(reports, key=lambda r: (r.iteration, r.rank)):
+        rows.append({"iteration": r.iteration, "rank": r.rank, "start_s": r.start_s, "iteration_s": r.iteration_s,
+                     "compute_s": r.compute_s, "comm_wait_s": r.comm_wait_s, "loss": r.loss, "samples": r.samples,
+                     "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received,
+                     "params_checksum": "" if math.isnan(r.params_checksum) else repr(r.params_checksum)})
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=ITERATION_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    return rows
+
+
+def versions() -> dict[str, str]:
+    import google.protobuf
+    import torch
+
+    import synclab
+
+    return {"synclab": getattr(synclab, "__version__", "0"), "python": platform.python_version(),
+            "torch": torch.__version__, "grpcio": grpc.__version__, "protobuf": google.protobuf.__version__,
+            "platform": platform.platform()}
+
+
+def build_summary(job: JobState, rows: list[dict]) -> dict:
+    from synclab.report import compute_summary
+
+    spec = job.spec
+    n_workers = job.expected[pb.WORKER]
+    figures = compute_summary(rows, warmup=spec.run.warmup)
+    losses: dict[int, list[float]] = {}
+    for r in rows:
+        losses.setdefault(r["iteration"], []).append(r["loss"])
+    its = sorted(losses)
+    bytes_sent = {n: int(sum(d.bytes_sent.values())) for n, d in sorted(job.done.items())}
+    bytes_received = {n: int(sum(d.bytes_received.values())) for n, d in sorted(job.done.items())}
+    return {
+        "job_id": job.job_id,
+        "name": spec.name,
+        "status": "ok",
+        "strategy": spec.strategy.name,
+        "model": spec.model.name,
+        "batch_size": spec.model.batch_size,
+        "workers": n_workers,
+        "ps_shards": job.expected[pb.PS],
+        "iterations": spec.run.iterations,
+        "warmup": spec.run.warmup,
+        **figures,
+        "bytes_sent": bytes_sent,
+        "bytes_received": bytes_received,
+        "network_backend": job.network_backend,
+        "link_rate_bps": job.link_rate_bps,
+        "initial_loss": sum(losses[its[0]]) / len(losses[its[0]]) if its else None,
+        "final_loss": sum(losses[its[-1]]) / len(losses[its[-1]]) if its else None,
+        "started_at": job.started_at,
+        "wall_seconds": time.time() - job.started_at,
+        "versions": versions(),
+    }
+
+
+def network_backend(spec: Spec) -> str:
+    """Which mechanism shapes the links in a local run without kernel shaping."""
+    return "app" if (spec.network.rate_bps or spec.network.delay_s) else "none"
+
+
+def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metrics_port: int = 0,
+                    job_id: str | None = None) -> int:
+    """Serve the job until every node is done (exit 0) or it fails (exit 1)."""
+    from synclab.metrics import NodeMetrics, serve
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    job = JobState(spec=spec, run_dir=run_dir, job_id=job_id or uuid.uuid4().hex[:12],
+                   network_backend=network_backend(spec), link_rate_bps=spec.network.rate_bps,
+                   expected={pb.WORKER: spec.n_workers, pb.PS: spec.n_ps})
+    service = CoordinatorService(job)
+    server = make_server(token, max_workers=16 + 4 * job.total_nodes)
+    rpc.add_CoordinatorServicer_to_server(service, server)
+    if server.add_insecure_port(listen) == 0:
+        raise OSError(f"coordinator: cannot listen on {listen}")
+    metrics = NodeMetrics("coordinator", "coordinator")
+    serve(metrics, port=metrics_port)
+    server.start()
+    stop = threading.Event()
+    threading.Thread(target=service.watch, args=(stop,), name="watch", daemon=True).start()
+    log.info("coordinator for job %s listening on %s; expecting %d worker(s), %d PS shard(s)", job.job_id, listen,
+             spec.n_workers, spec.n_ps)
+    with service.cv:
+        service.cv.wait_for(lambda: service.all_done() or job.state == "failed")
+    stop.set()
+    rows = write_iterations(run_dir / "iterations.csv", job.reports)
+    if job.state == "failed":
+        # Give nodes a moment to see the stop in a heartbeat or an aborted barrier.
+        time.sleep(min(2.0, 2 * spec.run.heartbeat_s))
+        (run_dir / "failure.json").write_text(json.dumps(
+            {"status": "failed", "reason": job.failure, "nodes_done": sorted(job.done)}, indent=2) + "\n")
+        server.stop(1)
+        return 1
+    job.state = "finished"
+    (run_dir / "summary.json").write_text(json.dumps(build_summary(job, rows), indent=2) + "\n")
+    server.stop(1).wait(3)
+    return 0

@@ -1,0 +1,165 @@
+"""``synclab run``: launch a local cluster (coordinator, PS shards, workers) as OS processes and supervise it.
+
+Children run in their own session (Ctrl-C reaches only the launcher, which then
+stops the job cleanly) and die with the launcher (PR_SET_PDEATHSIG), so no
+orphans survive a crash. The launcher writes ``status.json`` in every case:
+``ok``, ``failed`` (which node, its exit code) or ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import grpc
+
+from synclab.config import Spec
+from synclab.roles.bootstrap import free_port
+from synclab.wire import pb, rpc
+from synclab.wire.channels import open_channel
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:  # not Linux/glibc: the launcher's finally block still reaps children
+        pass
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+
+
+@dataclass
+class LocalCluster:
+    spec: Spec
+    run_dir: Path
+    host: str = "127.0.0.1"
+    children: list[Child] = field(default_factory=list)
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    def _spawn(self, name: str, args: list[str]) -> Child:
+        logs = self.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log_path = logs / f"{name}.log"
+        env = dict(os.environ, SYNCLAB_TOKEN=self.token, PYTHONUNBUFFERED="1")
+        with log_path.open("wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "synclab", *args], stdout=out, stderr=subprocess.STDOUT,
+                                    env=env, start_new_session=True, preexec_fn=_die_with_parent)
+        child = Child(name, proc, log_path)
+        self.children.append(child)
+        return child
+
+    def start(self) -> str:
+        port = free_port(self.host)
+        address = f"{self.host}:{port}"
+        self._spawn("coordinator", ["coordinator", "--spec", str(self.run_dir / "spec.yaml"), "--run-dir",
+                                    str(self.run_dir), "--listen", address])
+        common = ["--coordinator", address, "--host", self.host, "--advertise", self.host]
+        for i in range(self.spec.n_ps):
+            self._spawn(f"ps{i}", ["ps", "--shard", str(i), *common])
+        for r in range(self.spec.n_workers):
+            self._spawn(f"worker{r}", ["worker", "--rank", str(r), *common])
+        self.address = address
+        return address
+
+    def coordinator_stub(self) -> rpc.CoordinatorStub:
+        if not hasattr(self, "_stub"):
+            self._channel = open_channel(self.address, self.token, "launcher")
+            self._stub = rpc.CoordinatorStub(self._channel)
+        return self._stub
+
+    def status(self) -> pb.StatusReply | None:
+        try:
+            return self.coordinator_stub().Status(pb.StatusRequest(), timeout=2)
+        except grpc.RpcError:
+            return None
+
+    def stop_job(self, reason: str) -> None:
+        try:
+            self.coordinator_stub().Control(pb.ControlCommand(kind="stop", args_json=reason), timeout=2)
+        except grpc.RpcError:
+            pass
+
+    def terminate(self, grace_s: float = 5.0) -> None:
+        """SIGTERM every live child, then SIGKILL what is left after ``grace_s``."""
+        for c in self.children:
+            if c.proc.poll() is None:
+                c.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for c in self.children:
+            try:
+                c.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                c.proc.kill()
+                c.proc.wait()
+        if hasattr(self, "_channel"):
+            self._channel.close()
+
+    def exit_codes(self) -> dict[str, int | None]:
+        return {c.name: c.proc.poll() for c in self.children}
+
+
+def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | None = None,
+              poll_s: float = 0.25) -> dict:
+    """Wait for the job; returns the status record (also written to status.json)."""
+    coordinator = cluster.children[0]
+    status = {"status": "ok", "reason": ""}
+    try:
+        while True:
+            rc = coordinator.proc.poll()
+            if rc is not None:
+                if rc != 0:
+                    status = {"status": "failed", "reason": _failure_reason(cluster, rc)}
+                break
+            crashed = [c for c in cluster.children[1:] if c.proc.poll() not in (None, 0)]
+            if crashed:
+                c = crashed[0]
+                reason = f"{c.name} exited with code {c.proc.returncode} (log: {c.log_path})"
+                cluster.stop_job(reason)
+                status = {"status": "failed", "reason": reason}
+                try:
+                    coordinator.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+                break
+            if on_progress is not None:
+                st = cluster.status()
+                if st is not None:
+                    on_progress(st.iterations_done, st.iterations_total)
+            time.sleep(poll_s)
+        if status["status"] == "ok":
+            for c in cluster.children[1:]:
+                try:
+                    c.proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    pass
+    except KeyboardInterrupt:
+        cluster.stop_job("interrupted by the user (Ctrl-C)")
+        status = {"status": "interrupted", "reason": "interrupted by the user (Ctrl-C)"}
+    finally:
+        cluster.terminate()
+        status["exit_codes"] = cluster.exit_codes()
+        (cluster.run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
+    return status
+
+
+def _failure_reason(cluster: LocalCluster, rc: int) -> str:
+    failure = cluster.run_dir / "failure.json"
+    if failure.exists():
+        return json.loads(failure.read_text()).get("reason", "")
+    return f"coordinator exited with code {rc} (log: {cluster.children[0].log_path})"

@@ -1,0 +1,78 @@
+"""``synclab ps --shard I``: one parameter-server shard process."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from synclab.plans.sharding import Partition
+from synclab.ps.shard import PushRejected, Shard
+from synclab.roles.bootstrap import join, shaper_for
+from synclab.transport.node import NodeTransport
+from synclab.wire import pb
+
+log = logging.getLogger(__name__)
+
+
+def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", advertise: str = "127.0.0.1",
+           port: int = 0, metrics_port: int = 0, connect_timeout_s: float = 30.0) -> int:
+    j = join("ps", shard, coordinator, token, host=host, advertise=advertise, port=port, metrics_port=metrics_port,
+             connect_timeout_s=connect_timeout_s)
+    spec = j.spec
+    holder: dict[str, Shard] = {}
+    failure: list[str] = []
+
+    def on_message(msg):
+        holder["shard"].handle(msg)
+
+    def on_error(peer, err):
+        failure.append(f"stream with {peer} failed: {err}")
+        log.error("%s: %s", j.name, failure[-1])
+
+    def pull(request, context):
+        try:
+            yield from holder["shard"].pull_frames(request.key, request.slice, j.name, spec.transport.chunk_bytes)
+        except PushRejected as e:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+
+    transport = NodeTransport(j.name, token, on_message=on_message, on_error=on_error, policy="fifo",
+                              chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
+                              shaper=shaper_for(spec), meter=j.metrics,
+                              connect_timeout_s=spec.run.connect_timeout_s)
+    transport.serve(host, j.port, ps=True, pull_handler=pull)
+    client = j.client
+    ok, message = False, ""
+    try:
+        nodes = client.cluster(timeout=spec.run.connect_timeout_s)
+        workers = [n.name for n in nodes if n.role == pb.WORKER]
+        plan = client.plan(timeout=spec.run.connect_timeout_s * 4)
+        parts = [Partition(**p) for p in plan["partitions"]]
+        holder["shard"] = Shard(j.node.index, parts, workers, lr=spec.optimizer.lr, momentum=spec.optimizer.momentum,
+                                weight_decay=spec.optimizer.weight_decay, mode=plan.get("server_mode", "notify-pull"),
+                                send=lambda w, m: transport.reverse_link(w, spec.run.connect_timeout_s).send(m),
+                                on_aggregated=j.metrics.observe_aggregation)
+        client.start_heartbeat(spec.run.heartbeat_s, on_stop=lambda r: failure.append(r))
+        n_nodes = len(nodes)
+        client.barrier("connected", n_nodes)
+        if not holder["shard"].initialized.wait(spec.run.connect_timeout_s * 4):
+            raise TimeoutError(f"{j.name}: initial parameters did not arrive")
+        client.barrier("ready", n_nodes)
+        client.barrier("start", n_nodes)
+        client.barrier("end", n_nodes)
+        ok = not failure
+        message = "; ".join(failure)
+    except Exception as e:  # reported to the coordinator, then re-raised for the exit code
+        message = f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        sent = _per_peer(j.metrics, "sent")
+        received = _per_peer(j.metrics, "received")
+        client.done(ok, message, sent, received)
+        transport.close()
+        client.close()
+    return 0 if ok else 1
+
+
+def _per_peer(metrics, direction: str) -> dict[str, int]:
+    return dict(metrics.sent_by_peer() if direction == "sent" else metrics.received_by_peer())

@@ -1,0 +1,168 @@
+"""``synclab worker --rank R``: one training worker process.
+
+Wiring only: join the job, build model, data and engine, connect the links the
+strategy needs, agree on initial parameters, train, report, save.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import torch
+
+from synclab.compute.engine import CommFailed, Engine
+from synclab.data import make_dataset
+from synclab.models import build_model, model_input_spec
+from synclab.roles.bootstrap import join, shaper_for
+from synclab.roles.client import JobAborted
+from synclab.strategies import WorkerContext, registry
+from synclab.transport.inbox import Inbox
+from synclab.transport.node import NodeTransport
+from synclab.wire import pb
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("compute.device is 'cuda' but torch sees no CUDA device")
+    return torch.device(name)
+
+
+def params_checksum(tensors: list[torch.Tensor]) -> float:
+    """An order-sensitive fingerprint of all parameters (equal params give equal values)."""
+    with torch.no_grad():
+        return float(sum((i + 1) * t.detach().double().sum() for i, t in enumerate(tensors)))
+
+
+def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0", advertise: str = "127.0.0.1",
+               port: int = 0, metrics_port: int = 0, connect_timeout_s: float = 30.0) -> int:
+    j = join("worker", rank, coordinator, token, host=host, advertise=advertise, port=port,
+             metrics_port=metrics_port, connect_timeout_s=connect_timeout_s)
+    spec, client, metrics = j.spec, j.client, j.metrics
+    rank = j.node.index
+    cls = registry.get(spec.strategy.name)
+    torch.manual_seed(spec.run.seed)
+    torch.set_num_threads(spec.compute.threads)
+    device = pick_device(spec.compute.device)
+    model = build_model(spec.model.name, **spec.model.options).to(device)
+    engine = Engine(model, torch.nn.CrossEntropyLoss(), device)
+    inbox = Inbox()
+    stop_reason: list[str] = []
+
+    def on_error(peer, err):
+        reason = f"stream with {peer} failed: {getattr(err, 'details', lambda: err)() or err}"
+        stop_reason.append(reason)
+        inbox.fail(CommFailed(reason))
+        engine.gates.fail(CommFailed(reason))
+
+    def on_stop(reason):
+        stop_reason.append(reason)
+        engine.gates.fail(JobAborted(reason))
+        inbox.fail(JobAborted(reason))
+
+    transport = NodeTransport(j.name, token, on_message=inbox.deliver, on_error=on_error, policy=cls.send_policy,
+                              chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
+                              shaper=shaper_for(spec), meter=metrics, connect_timeout_s=spec.run.connect_timeout_s)
+    transport.serve(host, j.port, peer=True)
+    metrics.set_backend("app" if shaper_for(spec).active else "none")
+    if spec.network.rate_bps:
+        metrics.set_link_rate("egress", spec.network.rate_bps)
+    ok, message = False, ""
+    current = [-1]
+    try:
+        nodes = client.cluster(timeout=spec.run.connect_timeout_s)
+        client.start_heartbeat(spec.run.heartbeat_s, on_stop=on_stop, iteration=lambda: current[0])
+        workers = {n.index: n for n in nodes if n.role == pb.WORKER}
+        shards = {n.index: n for n in nodes if n.role == pb.PS}
+        world = len(workers)
+        if rank == 0:
+            plan = cls.make_plan(engine.infos, ps_shards=len(shards), workers=world, seed=spec.run.seed,
+                                 options=spec.strategy.options)
+            client.publish_plan(plan)
+        plan = client.plan(timeout=spec.run.connect_timeout_s * 4)
+        ctx = WorkerContext(rank=rank, world=world, node=j.name, params=engine.infos, tensors=engine.tensors,
+                            lr=spec.optimizer.lr, momentum=spec.optimizer.momentum,
+                            weight_decay=spec.optimizer.weight_decay, seed=spec.run.seed,
+                            mark_fresh=engine.gates.mark_fresh, inbox=inbox,
+                            ps_names={i: n.name for i, n in shards.items()},
+                            worker_names={i: n.name for i, n in workers.items()}, plan=plan,
+                            options=spec.strategy.options)
+        strategy = cls(ctx)
+        engine.attach(strategy)
+        for i, n in shards.items():
+            ctx.ps_links[i] = transport.connect(n.name, n.address, "ps")
+        for r in sorted(strategy.peers()):
+            ctx.peer_links[r] = transport.connect(workers[r].name, workers[r].address, "peer")
+        n_nodes = len(nodes)
+        client.barrier("connected", n_nodes)
+        strategy.setup()
+        client.barrier("ready", n_nodes)
+        _train(spec, engine, client, metrics, dataset_for(spec), rank, world, current, n_nodes)
+        if rank == 0:
+            torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, j.run_dir / "params.pt")
+        client.flush_reports()
+        client.barrier("end", n_nodes)
+        strategy.finish()
+        ok = True
+    except (CommFailed, JobAborted) as e:
+        message = "; ".join(stop_reason) or str(e)
+        log.error("%s stopped: %s", j.name, message)
+    except Exception as e:
+        message = f"{type(e).__name__}: {e}"
+        log.exception("%s failed", j.name)
+    finally:
+        client.done(ok, message, metrics.sent_by_peer(), metrics.received_by_peer())
+        engine.close()
+        transport.close()
+        client.close()
+    return 0 if ok else 1
+
+
+def dataset_for(spec):
+    input_spec = model_input_spec(spec.model.name, **spec.model.options)
+    return make_dataset(spec.data.name, input_spec, seed=spec.run.seed, root=spec.data.root, size=spec.data.size)
+
+
+def _train(spec, engine: Engine, client, metrics, dataset, rank: int, world: int, current: list[int],
+           n_nodes: int) -> None:
+    single = registry.get(spec.strategy.name).single_process
+    batch = spec.model.batch_size
+    # The reference runs the global batch of all cluster.workers in one process.
+    data_rank, data_world, data_batch = (0, 1, batch * spec.cluster.workers) if single else (rank, world, batch)
+    client.barrier("start", n_nodes)
+    t_job = time.perf_counter()
+    prev = None
+    sent0, recv0 = metrics.total_sent(), metrics.total_received()
+
+    def report(timing, end: float, checksum: float) -> None:
+        nonlocal sent0, recv0
+        iteration_s = end - timing.start
+        comm_wait = max(0.0, iteration_s - timing.compute_s)
+        sent, recv = metrics.total_sent(), metrics.total_received()
+        metrics.observe_iteration(iteration_s, timing.compute_s, comm_wait, timing.samples, timing.loss)
+        client.report(pb.IterationReport(node=client.node, rank=rank, iteration=timing.iteration,
+                                         start_s=timing.start - t_job, iteration_s=iteration_s,
+                                         compute_s=timing.compute_s, comm_wait_s=comm_wait, loss=timing.loss,
+                                         samples=timing.samples, bytes_sent=sent - sent0, bytes_received=recv - recv0,
+                                         params_checksum=checksum))
+        sent0, recv0 = sent, recv
+
+    for it in range(1, spec.run.iterations + 1):
+        current[0] = it
+        start = time.perf_counter()
+        if prev is not None:
+            report(prev, start, prev_checksum)
+        x, y = dataset.batch(it - 1, data_rank, data_world, data_batch)
+        timing = engine.run_iteration(it, x, y, start=start)
+        prev_checksum = math.nan
+        if spec.run.check_params:
+            engine.wait_fresh()
+            prev_checksum = params_checksum(engine.tensors)
+        prev = timing
+    engine.wait_fresh()
+    report(prev, time.perf_counter(), prev_checksum if spec.run.check_params else math.nan)

@@ -1,0 +1,100 @@
+"""The one interface every synchronization strategy implements.
+
+A strategy lives on the worker's communication thread. The compute engine hands
+it each gradient as soon as backward produces it (in backward order) and tells
+it when backward is over; the strategy moves bytes through the links and the
+inbox in :class:`WorkerContext` and calls ``ctx.mark_fresh(i)`` once parameter
+``i`` holds its values for the next iteration — that opens the per-layer gate
+the next forward pass waits on. Strategies never import gRPC.
+
+The plan (placement, merge plan, slice map...) is computed once by rank 0 from
+the parameter list (:meth:`Strategy.make_plan`), published through the
+coordinator, and handed to every worker and PS shard.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+from synclab.transport.inbox import Inbox
+from synclab.transport.link import Link
+
+
+class NoOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True, slots=True)
+class ParamInfo:
+    """One parameter tensor, in forward order: ``index`` 0 is the first layer's first tensor."""
+
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    numel: int
+    layer: int
+
+
+@dataclass(slots=True)
+class WorkerContext:
+    """What a strategy may touch: identity, parameters, links, inbox, hyper-parameters."""
+
+    rank: int
+    world: int
+    node: str
+    params: list[ParamInfo]
+    tensors: list[torch.Tensor]           # live parameter tensors (same order as params)
+    lr: float
+    momentum: float
+    weight_decay: float
+    seed: int
+    mark_fresh: Callable[[int], None]
+    inbox: Inbox
+    ps_links: dict[int, Link] = field(default_factory=dict)     # shard index -> link
+    peer_links: dict[int, Link] = field(default_factory=dict)   # worker rank -> link
+    ps_names: dict[int, str] = field(default_factory=dict)
+    worker_names: dict[int, str] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+    options: BaseModel = field(default_factory=NoOptions)
+
+
+class Strategy(ABC):
+    """Base class; subclasses set ``name`` and register with :func:`registry.register`."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type[BaseModel]] = NoOptions
+    needs_ps: ClassVar[bool] = False          # launch PS shards
+    single_process: ClassVar[bool] = False    # one worker with the global batch
+    send_policy: ClassVar[str] = "fifo"       # transport scheduler policy on workers
+    server_mode: ClassVar[str] = "notify-pull"  # PS behaviour, when needs_ps
+
+    def __init__(self, ctx: WorkerContext):
+        self.ctx = ctx
+
+    @classmethod
+    def make_plan(cls, params: list[ParamInfo], *, ps_shards: int, workers: int, seed: int,
+                  options: BaseModel) -> dict[str, Any]:
+        """The plan rank 0 publishes; default empty."""
+        return {}
+
+    def peers(self) -> set[int]:
+        """Worker ranks this worker opens streams to (it receives from whoever opens one to it)."""
+        return set()
+
+    def setup(self) -> None:
+        """Agree on initial parameters before the first iteration (runs once, before the start barrier)."""
+
+    @abstractmethod
+    def on_gradient(self, iteration: int, index: int, grad: torch.Tensor) -> None:
+        """Gradient of parameter ``index`` for ``iteration`` is ready (this worker's own, unscaled)."""
+
+    def on_backward_end(self, iteration: int) -> None:
+        """Every gradient of ``iteration`` has been handed over."""
+
+    def finish(self) -> None:
+        """Training is over; release resources."""

@@ -1,0 +1,35 @@
+"""``local``: one process, no communication, the global batch — the reference every strategy must match.
+
+The update is ``torch.optim.SGD`` itself (not SyncLab's own update rule), so the
+equivalence tests compare the distributed strategies with an independent reference.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from synclab.strategies.base import Strategy, WorkerContext
+from synclab.strategies.registry import register
+
+
+@register
+class Local(Strategy):
+    name = "local"
+    single_process = True
+
+    def __init__(self, ctx: WorkerContext):
+        super().__init__(ctx)
+        self._grads: dict[int, torch.Tensor] = {}
+        self._opt = torch.optim.SGD(ctx.tensors, lr=ctx.lr, momentum=ctx.momentum, weight_decay=ctx.weight_decay)
+
+    def on_gradient(self, iteration, index, grad):
+        self._grads[index] = grad
+
+    def on_backward_end(self, iteration):
+        for i, t in enumerate(self.ctx.tensors):
+            t.grad = self._grads.pop(i)
+        self._opt.step()
+        for t in self.ctx.tensors:
+            t.grad = None
+        for i in range(len(self.ctx.tensors)):
+            self.ctx.mark_fresh(i)

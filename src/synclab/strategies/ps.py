@@ -1,0 +1,111 @@
+"""``ps``: the MXNet-KVStore-like parameter-server baseline of P3 §4.1.
+
+Placement: tensors above 10^6 params are split evenly over all shards, smaller
+ones go to one (seeded) randomly chosen shard (:mod:`synclab.plans.sharding`).
+As soon as backward produces a tensor's gradient the worker pushes it to its
+shard(s). A shard aggregates until every worker has pushed that (key, slice) for
+the iteration, runs the optimizer, and *notifies* every worker; on the
+notification the worker issues a pull and the reply refreshes the parameters
+(the "notify + pull" round trip P3 removes). Pushes leave in FIFO order.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from synclab.plans.sharding import Partition, kvstore_partitions
+from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
+from synclab.strategies.registry import register
+from synclab.wire import pb
+from synclab.wire.frames import Message, MessageId, Received
+
+
+def partitions_from_plan(plan: dict) -> list[Partition]:
+    return [Partition(**p) for p in plan["partitions"]]
+
+
+class PsClient:
+    """The worker side of a PS (KVWorker): push slices, pull on notify, refresh params.
+
+    Also used by later PS-based strategies; ``pull_on_notify=False`` suits servers
+    that broadcast fresh parameters unasked.
+    """
+
+    def __init__(self, ctx: WorkerContext, partitions: list[Partition], *, pull_on_notify: bool = True):
+        self.ctx = ctx
+        self._by_key: dict[str, list[Partition]] = {}
+        for p in partitions:
+            self._by_key.setdefault(p.key, []).append(p)
+        self._index = {info.name: info.index for info in ctx.params}
+        self._lock = threading.Lock()
+        self._arrived: dict[tuple[int, int], int] = {}  # (iteration, index) -> partitions received
+        ctx.inbox.subscribe(pb.PARAMS, self._on_params)
+        if pull_on_notify:
+            ctx.inbox.subscribe(pb.NOTIFY, self._on_notify)
+
+    def partitions(self, index: int) -> list[Partition]:
+        return self._by_key[self.ctx.params[index].name]
+
+    def push(self, iteration: int, index: int, grad: torch.Tensor, priority: int = 0) -> None:
+        flat = grad.reshape(-1)
+        for p in self.partitions(index):
+            self.ctx.ps_links[p.shard].send(Message(MessageId(pb.GRADIENT, p.key, p.slice, iteration),
+                                                    flat[p.offset:p.offset + p.length], priority or p.priority))
+
+    def push_initial(self) -> None:
+        """Rank 0 seeds every shard with its initial parameter values."""
+        futures = []
+        for info in self.ctx.params:
+            flat = self.ctx.tensors[info.index].detach().reshape(-1)
+            for p in self.partitions(info.index):
+                futures.append(self.ctx.ps_links[p.shard].send(
+                    Message(MessageId(pb.PARAMS, p.key, p.slice, 0), flat[p.offset:p.offset + p.length].clone())))
+        for f in futures:
+            f.result()
+
+    def _on_notify(self, msg: Received) -> None:
+        shard = self._shard_of(msg)
+        self.ctx.ps_links[shard].send(Message(MessageId(pb.PULL_REQUEST, msg.mid.key, msg.mid.slice, msg.mid.iteration)))
+
+    def _shard_of(self, msg: Received) -> int:
+        return self._by_key[msg.mid.key][msg.mid.slice].shard
+
+    def _on_params(self, msg: Received) -> None:
+        index = self._index[msg.mid.key]
+        p = self._by_key[msg.mid.key][msg.mid.slice]
+        with torch.no_grad():
+            self.ctx.tensors[index].view(-1)[p.offset:p.offset + p.length].copy_(msg.tensor)
+        need = len(self._by_key[msg.mid.key])
+        with self._lock:
+            k = (msg.mid.iteration, index)
+            self._arrived[k] = self._arrived.get(k, 0) + 1
+            complete = self._arrived[k] == need
+            if complete:
+                del self._arrived[k]
+        if complete:
+            self.ctx.mark_fresh(index)
+
+
+@register
+class ParameterServerBaseline(Strategy):
+    name = "ps"
+    needs_ps = True
+    server_mode = "notify-pull"
+
+    @classmethod
+    def make_plan(cls, params: list[ParamInfo], *, ps_shards, workers, seed, options):
+        parts = kvstore_partitions([(p.name, p.numel) for p in params], ps_shards, seed=seed)
+        return {"partitions": [p.to_dict() for p in parts], "server_mode": cls.server_mode}
+
+    def __init__(self, ctx: WorkerContext):
+        super().__init__(ctx)
+        self.client = PsClient(ctx, partitions_from_plan(ctx.plan))
+
+    def setup(self):
+        if self.ctx.rank == 0:
+            self.client.push_initial()
+
+    def on_gradient(self, iteration, index, grad):
+        self.client.push(iteration, index, grad)

@@ -1,0 +1,115 @@
+"""The per-destination send scheduler: FIFO or priority, bounded by queued bytes (credit).
+
+Messages are cut into chunks lazily, when they reach the head, so a
+higher-priority message enqueued later overtakes a lower-priority one at the
+next chunk boundary (P3 §4.2); with the FIFO policy priorities are ignored.
+``put`` blocks while the queued bytes exceed ``capacity_bytes`` (one message is
+always admitted), so memory stays bounded when a link is slow.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from concurrent.futures import Future
+from typing import Callable, Iterator
+
+from synclab.wire import pb
+from synclab.wire.frames import Message, chunk_frames
+
+POLICIES = ("fifo", "priority")
+
+
+class QueueClosed(RuntimeError):
+    """The link was closed; the message was not sent."""
+
+
+class _Entry:
+    __slots__ = ("msg", "frames", "future", "remaining")
+
+    def __init__(self, msg: Message, frames: Iterator[pb.Frame], future: Future):
+        self.msg, self.frames, self.future = msg, frames, future
+        self.remaining = msg.nbytes
+
+
+class SendScheduler:
+    def __init__(self, sender: str, policy: str = "fifo", chunk_bytes: int = 1 << 20,
+                 capacity_bytes: int = 64 << 20, on_depth: Callable[[int, int], None] | None = None):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown send policy {policy!r}; choose one of {POLICIES}")
+        self.sender, self.policy, self.chunk_bytes, self.capacity_bytes = sender, policy, chunk_bytes, capacity_bytes
+        self._heap: list[tuple[int, int, _Entry]] = []
+        self._seq = itertools.count()
+        self._cv = threading.Condition()
+        self._queued_bytes = 0
+        self._band_bytes: dict[int, int] = {}
+        self._closed = False
+        self._error: BaseException | None = None
+        self._on_depth = on_depth
+
+    def put(self, msg: Message) -> Future:
+        """Enqueue ``msg``; the returned future resolves when its last chunk is handed to gRPC."""
+        fut: Future = Future()
+        with self._cv:
+            while not self._closed and self._queued_bytes and self._queued_bytes + msg.nbytes > self.capacity_bytes:
+                self._cv.wait()
+            if self._closed:
+                raise QueueClosed(f"link from {self.sender} is closed") from self._error
+            prio = msg.priority if self.policy == "priority" else 0
+            heapq.heappush(self._heap, (prio, next(self._seq), _Entry(msg, chunk_frames(msg, self.sender, self.chunk_bytes), fut)))
+            self._account(prio, msg.nbytes)
+            self._cv.notify_all()
+        return fut
+
+    def _account(self, band: int, delta: int) -> None:
+        self._queued_bytes += delta
+        self._band_bytes[band] = self._band_bytes.get(band, 0) + delta
+        if self._on_depth is not None:
+            self._on_depth(band, self._band_bytes[band])
+
+    def next_frame(self) -> pb.Frame | None:
+        """Block for the next chunk to send; None once closed and drained."""
+        with self._cv:
+            while not self._heap and not self._closed:
+                self._cv.wait()
+            if not self._heap:
+                return None
+            prio, _, entry = self._heap[0]
+            frame = next(entry.frames)
+            n = len(frame.payload)
+            entry.remaining -= n
+            self._account(prio, -n)
+            if entry.remaining <= 0:
+                heapq.heappop(self._heap)
+                finished = entry
+            else:
+                finished = None
+            self._cv.notify_all()
+        if finished is not None:
+            finished.future.set_result(None)
+        return frame
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Stop accepting messages. With ``error``, drop what is queued and fail its futures."""
+        with self._cv:
+            self._closed = True
+            if error is not None:
+                self._error = error
+                dropped, self._heap = self._heap, []
+                for prio, _, e in dropped:
+                    self._account(prio, -e.remaining)
+            else:
+                dropped = []
+            self._cv.notify_all()
+        for _, _, e in dropped:
+            if not e.future.done():
+                e.future.set_exception(QueueClosed(f"link from {self.sender} failed: {error}"))
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

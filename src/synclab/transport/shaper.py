@@ -1,0 +1,84 @@
+"""In-process link shaping for the ``app`` backend: a token bucket for rate, a delay line for latency.
+
+Used when the kernel cannot shape (no root, or ``--isolation none``). One
+:class:`TokenBucket` per node is shared by all of the node's outgoing links, as a
+NIC's egress rate is shared by every peer behind it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class TokenBucket:
+    """Classic token bucket: ``rate_bps`` bits/s refill, ``burst_bytes`` depth.
+
+    :meth:`consume` blocks the calling sender until the bytes may leave. The rule
+    for the depth when not given: 4 ms worth of the rate, at least 64 KiB (one
+    chunk must be able to leave after a pause without a long stall).
+    """
+
+    def __init__(self, rate_bps: float, burst_bytes: int | None = None, clock=time.monotonic, sleep=time.sleep):
+        if rate_bps <= 0:
+            raise ValueError(f"rate_bps must be positive, got {rate_bps}")
+        self._lock = threading.Lock()
+        self._clock, self._sleep = clock, sleep
+        self.set_rate(rate_bps, burst_bytes)
+
+    def set_rate(self, rate_bps: float, burst_bytes: int | None = None) -> None:
+        with self._lock:
+            self.rate_Bps = rate_bps / 8.0
+            self.burst_bytes = burst_bytes or max(64 << 10, int(self.rate_Bps * 0.004))
+            self._tokens = float(self.burst_bytes)
+            self._last = self._clock()
+
+    def consume(self, nbytes: int) -> float:
+        """Take ``nbytes`` tokens, sleeping while the bucket is in debt; returns the time waited."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst_bytes, self._tokens + (now - self._last) * self.rate_Bps)
+            self._last = now
+            self._tokens -= nbytes
+            debt = -self._tokens
+            wait = debt / self.rate_Bps if debt > 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+        return wait
+
+
+class LinkShaper:
+    """Shaping applied by the transport: a shared token bucket (may be None) and a one-way delay."""
+
+    def __init__(self, rate_bps: float | None = None, delay_s: float = 0.0, burst_bytes: int | None = None,
+                 chunk_bytes: int = 1 << 20):
+        if delay_s < 0:
+            raise ValueError(f"delay_s must not be negative, got {delay_s}")
+        self._burst_bytes, self._chunk_bytes = burst_bytes, chunk_bytes
+        self.bucket = TokenBucket(rate_bps, self._burst(rate_bps)) if rate_bps else None
+        self.delay_s = delay_s
+
+    def _burst(self, rate_bps: float) -> int:
+        """Bucket depth: as given, else max(4 ms of the rate, one chunk + 64 KiB).
+
+        The transport releases whole chunks, so a bucket shallower than a chunk
+        loses the tokens that accrue while a chunk is being written and the link
+        undershoots its rate.
+        """
+        return self._burst_bytes or max(int(rate_bps / 8 * 0.004), self._chunk_bytes + (64 << 10))
+
+    @property
+    def active(self) -> bool:
+        return self.bucket is not None or self.delay_s > 0
+
+    @property
+    def rate_bps(self) -> float | None:
+        return None if self.bucket is None else self.bucket.rate_Bps * 8
+
+    def set_rate(self, rate_bps: float | None) -> None:
+        if rate_bps is None:
+            self.bucket = None
+        elif self.bucket is None:
+            self.bucket = TokenBucket(rate_bps, self._burst(rate_bps))
+        else:
+            self.bucket.set_rate(rate_bps, self._burst(rate_bps))

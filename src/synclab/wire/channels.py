@@ -1,0 +1,121 @@
+"""gRPC channel/server options and the shared-token authentication.
+
+Message-size limits are explicit on every channel and server (a full chunk plus
+header slack); keepalive pings detect dead peers on long-lived streams.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import grpc
+
+from synclab.wire.frames import DEFAULT_CHUNK_BYTES, HEADER_SLACK_BYTES
+
+TOKEN_KEY = "x-synclab-token"
+NODE_KEY = "x-synclab-node"
+
+
+def channel_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> list[tuple[str, int]]:
+    limit = chunk_bytes + HEADER_SLACK_BYTES
+    return [
+        ("grpc.max_send_message_length", limit),
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.enable_http_proxy", 0),
+    ]
+
+
+def server_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> list[tuple[str, int]]:
+    limit = chunk_bytes + HEADER_SLACK_BYTES
+    return [
+        ("grpc.max_send_message_length", limit),
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+class TokenAuthInterceptor(grpc.ServerInterceptor):
+    """Refuse every call whose ``x-synclab-token`` metadata is not the job token."""
+
+    def __init__(self, token: str):
+        if not token:
+            raise ValueError("an empty job token would let anyone in")
+        self._token = token
+
+        def deny(request, context):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong x-synclab-token")
+
+        self._deny = {
+            (False, False): grpc.unary_unary_rpc_method_handler(deny),
+            (False, True): grpc.unary_stream_rpc_method_handler(deny),
+            (True, False): grpc.stream_unary_rpc_method_handler(deny),
+            (True, True): grpc.stream_stream_rpc_method_handler(deny),
+        }
+
+    def intercept_service(self, continuation, handler_call_details):
+        md = dict(handler_call_details.invocation_metadata or ())
+        if md.get(TOKEN_KEY) == self._token:
+            return continuation(handler_call_details)
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        return self._deny[(handler.request_streaming, handler.response_streaming)]
+
+
+class _ClientCallDetails(collections.namedtuple("_D", "method timeout metadata credentials wait_for_ready compression"),
+                         grpc.ClientCallDetails):
+    pass
+
+
+class MetadataInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                          grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Attach the job token and the caller's node name to every outgoing call."""
+
+    def __init__(self, token: str, node: str):
+        self._md = ((TOKEN_KEY, token), (NODE_KEY, node))
+
+    def _details(self, d):
+        md = tuple(d.metadata or ()) + self._md
+        return _ClientCallDetails(d.method, d.timeout, md, d.credentials, d.wait_for_ready, d.compression)
+
+    def intercept_unary_unary(self, continuation, d, request):
+        return continuation(self._details(d), request)
+
+    def intercept_unary_stream(self, continuation, d, request):
+        return continuation(self._details(d), request)
+
+    def intercept_stream_unary(self, continuation, d, request_iterator):
+        return continuation(self._details(d), request_iterator)
+
+    def intercept_stream_stream(self, continuation, d, request_iterator):
+        return continuation(self._details(d), request_iterator)
+
+
+def open_channel(address: str, token: str, node: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> grpc.Channel:
+    """An insecure channel (the cluster network is private) that authenticates with the job token."""
+    channel = grpc.insecure_channel(address, options=channel_options(chunk_bytes))
+    return grpc.intercept_channel(channel, MetadataInterceptor(token, node))
+
+
+def caller_node(context: grpc.ServicerContext) -> str:
+    for k, v in context.invocation_metadata():
+        if k == NODE_KEY:
+            return v
+    return ""
+
+
+def make_server(token: str, max_workers: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> grpc.Server:
+    from concurrent.futures import ThreadPoolExecutor
+
+    return grpc.server(ThreadPoolExecutor(max_workers=max_workers), interceptors=[TokenAuthInterceptor(token)],
+                       options=server_options(chunk_bytes), maximum_concurrent_rpcs=None)
+
+
