@@ -1,0 +1,72 @@
+import pytest
+from hypothesis import given, strategies as st
+
+from synclab.config import SpecError, load_spec, parse_spec
+from synclab.config.units import parse_duration_s, parse_rate_bps, parse_size_bytes
+
+
+def test_defaults_and_overrides():
+    s = parse_spec({}, ["cluster.workers=3", "strategy.name=wfbp", "network.rate=4gbit", "run.iterations=7"])
+    assert s.cluster.workers == 3 and s.strategy.name == "wfbp" and s.run.iterations == 7
+    assert s.network.rate_bps == 4_000_000_000
+    assert s.n_workers == 3 and s.n_ps == 0  # wfbp needs no PS
+
+
+def test_local_runs_one_process():
+    s = parse_spec({"strategy": {"name": "local"}, "cluster": {"workers": 4}})
+    assert s.n_workers == 1 and s.n_ps == 0
+
+
+@pytest.mark.parametrize("data,key", [
+    ({"cluster": {"workers": -1}}, "cluster.workers"),
+    ({"cluster": {"worker": 2}}, "cluster.worker: unknown key"),
+    ({"model": {"batch_size": "many"}}, "model.batch_size"),
+    ({"model": {"name": "resnet9000"}}, "model.name"),
+    ({"strategy": {"name": "nope"}}, "strategy.name"),
+    ({"strategy": {"name": "ps", "slice_params": 5}}, "slice_params"),
+    ({"optimizer": {"lr": -1}}, "optimizer.lr"),
+    ({"network": {"rate": "fast"}}, "network.rate"),
+    ({"network": {"delay": "-3ms"}}, "network.delay"),
+    ({"run": {"iterations": 5, "warmup": 5}}, "run.warmup"),
+    ({"strategy": {"name": "ps"}, "cluster": {"ps_shards": 0}}, "ps_shards"),
+    ({"bogus": 1}, "bogus: unknown key"),
+])
+def test_invalid_spec_names_the_key(data, key):
+    with pytest.raises(SpecError) as e:
+        parse_spec(data)
+    assert key in str(e.value)
+
+
+def test_bad_override_and_missing_file(tmp_path):
+    with pytest.raises(SpecError, match="dotted.key=value"):
+        parse_spec({}, ["cluster.workers"])
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- just\n- a list\n")
+    with pytest.raises(SpecError, match="mapping"):
+        load_spec(bad)
+
+
+def test_quickstart_example_is_valid():
+    s = load_spec("examples/quickstart.yaml")
+    assert s.strategy.name == "ps" and s.n_ps == 2
+
+
+def test_units():
+    assert parse_rate_bps("4gbit") == 4_000_000_000 and parse_rate_bps("100mbit") == 100_000_000
+    assert parse_rate_bps("1kbps") == 8000  # tc: kbps = kilobytes per second
+    assert parse_duration_s("20ms") == pytest.approx(0.02) and parse_duration_s(1) == 1.0
+    assert parse_size_bytes("1MiB") == 1 << 20 and parse_size_bytes("64kb") == 64_000
+    for bad in ("fast", "4 gigabits", "-1gbit", ""):
+        with pytest.raises(ValueError):
+            parse_rate_bps(bad)
+
+
+@given(st.text(max_size=12))
+def test_unit_parsers_raise_value_error_only(text):
+    for fn in (parse_rate_bps, parse_duration_s, parse_size_bytes):
+        try:
+            fn(text)
+        except ValueError:
+            pass
