@@ -44,6 +44,17 @@ APT::Install-Recommends "false";
 APT::Install-Suggests "false";
 Acquire::Languages "none";
 CLEAN
+# Like Debian's -slim images: no docs, man pages or translations, now or in later installs.
+cat >"$root/etc/dpkg/dpkg.cfg.d/docker-slim" <<'SLIM'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-exclude /usr/share/lintian/*
+SLIM
+find "$root/usr/share/doc" -mindepth 1 ! -name copyright ! -type d -delete 2>/dev/null || true
+rm -rf "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/usr/share/locale/* "$root"/usr/share/lintian/*
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/var/log/*.log
 : >"$root/etc/resolv.conf"
 : >"$root/etc/hostname"

@@ -75,6 +75,8 @@ class CoordinatorService(rpc.CoordinatorServicer):
             context.abort(grpc.StatusCode.ABORTED, f"job failed: {self.job.failure}")
 
     def _wait(self, context, predicate, timeout: float | None) -> None:
+        if timeout is not None and timeout > 1e6:  # no deadline set by the caller
+            timeout = None
         with self.cv:
             ok = self.cv.wait_for(lambda: predicate() or self.job.state == "failed" or not context.is_active(),
                                   timeout=timeout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import grpc
 
@@ -71,6 +72,8 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         client.done(ok, message, sent, received)
         transport.close()
         client.close()
+        if ok and spec.run.linger_s:
+            time.sleep(spec.run.linger_s)  # let scrapers read the final counters
     return 0 if ok else 1
 
 
