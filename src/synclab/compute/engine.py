@@ -33,6 +33,7 @@ class IterationTiming:
     gate_wait_s: float     # time forward spent waiting for parameters
     loss: float
     samples: int
+    first_grad: float = 0.0  # perf_counter when backward handed over the first gradient
 
 
 def param_layout(model: nn.Module) -> tuple[list[ParamInfo], list[torch.Tensor], list[nn.Module]]:
@@ -64,12 +65,17 @@ class FreshGates:
         for e in self._events:
             e.set()
         self._lock = threading.Lock()
+        self._pending_it = [0] * len(infos)          # iteration whose update parameter i awaits
+        self._outstanding: dict[int, int] = {}        # iteration -> parameters not yet fresh
+        self.synced_at: dict[int, float] = {}         # iteration -> perf_counter when all became fresh
         self.error: BaseException | None = None
 
-    def mark_stale(self, index: int) -> None:
+    def mark_stale(self, index: int, iteration: int = 0) -> None:
         layer = self._layer_of[index]
         with self._lock:
             self._stale[layer] += 1
+            self._pending_it[index] = iteration
+            self._outstanding[iteration] = self._outstanding.get(iteration, 0) + 1
             self._events[layer].clear()
 
     def mark_fresh(self, index: int) -> None:
@@ -78,6 +84,11 @@ class FreshGates:
             self._stale[layer] -= 1
             if self._stale[layer] < 0:
                 raise RuntimeError(f"parameter {index} marked fresh twice")
+            it = self._pending_it[index]
+            self._outstanding[it] -= 1
+            if self._outstanding[it] == 0:
+                del self._outstanding[it]
+                self.synced_at[it] = time.perf_counter()
             if self._stale[layer] == 0:
                 self._events[layer].set()
 
@@ -137,6 +148,7 @@ class Engine:
         self.comm = CommThread(lambda: self.strategy, self.gates)
         self._iteration = 0
         self._gate_wait_s = 0.0
+        self._first_grad = 0.0
         self._handles = []
         for layer_idx, module in enumerate(self.layers):
             self._handles.append(module.register_forward_pre_hook(self._gate_hook(layer_idx)))
@@ -155,9 +167,11 @@ class Engine:
 
     def _grad_hook(self, index: int):
         def hook(p: torch.Tensor):
+            if not self._first_grad:
+                self._first_grad = time.perf_counter()
             grad = p.grad
             p.grad = None
-            self.gates.mark_stale(index)
+            self.gates.mark_stale(index, self._iteration)
             self.comm.submit(self.strategy.on_gradient, self._iteration, index, grad)
         return hook
 
@@ -166,6 +180,7 @@ class Engine:
         """One forward + backward; ``start`` (perf_counter) lets the caller count data loading in."""
         self._iteration = iteration
         self._gate_wait_s = 0.0
+        self._first_grad = 0.0
         start = time.perf_counter() if start is None else start
         x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         out = self.model(x)
@@ -179,7 +194,8 @@ class Engine:
         if self.gates.error is not None:
             raise CommFailed(str(self.gates.error)) from self.gates.error
         gate = self._gate_wait_s
-        return IterationTiming(iteration, start, end - start - gate, gate, loss_value, int(x.shape[0]))
+        return IterationTiming(iteration, start, end - start - gate, gate, loss_value, int(x.shape[0]),
+                               self._first_grad)
 
     def wait_fresh(self) -> float:
         t0 = time.perf_counter()

@@ -28,7 +28,7 @@ from synclab.wire.channels import make_server
 log = logging.getLogger(__name__)
 
 ITERATION_COLUMNS = ["iteration", "rank", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples",
-                     "bytes_sent", "bytes_received", "params_checksum"]
+                     "bytes_sent", "bytes_received", "comm_span_s", "params_checksum"]
 ROLE_PREFIX = {pb.WORKER: "worker", pb.PS: "ps"}
 
 
@@ -203,7 +203,7 @@ def write_iterations(path: Path, reports: list[pb.IterationReport]) -> list[dict
     for r in sorted(reports, key=lambda r: (r.iteration, r.rank)):
         rows.append({"iteration": r.iteration, "rank": r.rank, "start_s": r.start_s, "iteration_s": r.iteration_s,
                      "compute_s": r.compute_s, "comm_wait_s": r.comm_wait_s, "loss": r.loss, "samples": r.samples,
-                     "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received,
+                     "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received, "comm_span_s": r.comm_span_s,
                      "params_checksum": "" if math.isnan(r.params_checksum) else repr(r.params_checksum)})
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=ITERATION_COLUMNS)

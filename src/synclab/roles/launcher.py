@@ -154,6 +154,7 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
     finally:
         cluster.terminate()
         status["exit_codes"] = cluster.exit_codes()
+        status["pids"] = {c.name: c.proc.pid for c in cluster.children}
         (cluster.run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
     return status
 

@@ -138,33 +138,35 @@ def _train(spec, engine: Engine, client, metrics, dataset, rank: int, world: int
     data_rank, data_world, data_batch = (0, 1, batch * spec.cluster.workers) if single else (rank, world, batch)
     client.barrier("start", n_nodes)
     t_job = time.perf_counter()
-    prev = None
     sent0, recv0 = metrics.total_sent(), metrics.total_received()
 
     def report(timing, end: float, checksum: float) -> None:
+        """Iteration t spans [start_t, start_t+1); its communication spans [first gradient, all params fresh]."""
         nonlocal sent0, recv0
         iteration_s = end - timing.start
         comm_wait = max(0.0, iteration_s - timing.compute_s)
+        comm_span = max(0.0, engine.gates.synced_at.pop(timing.iteration, timing.first_grad) - timing.first_grad)
         sent, recv = metrics.total_sent(), metrics.total_received()
         metrics.observe_iteration(iteration_s, timing.compute_s, comm_wait, timing.samples, timing.loss)
         client.report(pb.IterationReport(node=client.node, rank=rank, iteration=timing.iteration,
                                          start_s=timing.start - t_job, iteration_s=iteration_s,
                                          compute_s=timing.compute_s, comm_wait_s=comm_wait, loss=timing.loss,
                                          samples=timing.samples, bytes_sent=sent - sent0, bytes_received=recv - recv0,
-                                         params_checksum=checksum))
+                                         params_checksum=checksum, comm_span_s=comm_span))
         sent0, recv0 = sent, recv
 
+    prev, prev_checksum = None, math.nan
     for it in range(1, spec.run.iterations + 1):
         current[0] = it
         start = time.perf_counter()
-        if prev is not None:
-            report(prev, start, prev_checksum)
         x, y = dataset.batch(it - 1, data_rank, data_world, data_batch)
         timing = engine.run_iteration(it, x, y, start=start)
+        if prev is not None:  # every gate of this forward opened, so the previous iteration's sync is complete
+            report(prev, start, prev_checksum)
         prev_checksum = math.nan
         if spec.run.check_params:
             engine.wait_fresh()
             prev_checksum = params_checksum(engine.tensors)
         prev = timing
     engine.wait_fresh()
-    report(prev, time.perf_counter(), prev_checksum if spec.run.check_params else math.nan)
+    report(prev, time.perf_counter(), prev_checksum)
