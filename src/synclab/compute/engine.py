@@ -92,6 +92,9 @@ class FreshGates:
             if self._stale[layer] == 0:
                 self._events[layer].set()
 
+    def pending_iteration(self, index: int) -> int:
+        return self._pending_it[index]
+
     def wait(self, layer: int) -> None:
         self._events[layer].wait()
         if self.error is not None:
@@ -145,6 +148,7 @@ class Engine:
         self.infos, self.tensors, self.layers = param_layout(model)
         self.gates = FreshGates(self.infos, len(self.layers))
         self.strategy: Strategy | None = None
+        self.events = None  # an EventLog, set by the worker
         self.comm = CommThread(lambda: self.strategy, self.gates)
         self._iteration = 0
         self._gate_wait_s = 0.0
@@ -172,6 +176,8 @@ class Engine:
             grad = p.grad
             p.grad = None
             self.gates.mark_stale(index, self._iteration)
+            if self.events is not None:
+                self.events.record(self._iteration, index, "grad_ready")
             self.comm.submit(self.strategy.on_gradient, self._iteration, index, grad)
         return hook
 
@@ -196,6 +202,12 @@ class Engine:
         gate = self._gate_wait_s
         return IterationTiming(iteration, start, end - start - gate, gate, loss_value, int(x.shape[0]),
                                self._first_grad)
+
+    def mark_fresh(self, index: int) -> None:
+        """What strategies call (as ``ctx.mark_fresh``): parameter ``index`` holds next-iteration values."""
+        if self.events is not None:
+            self.events.record(self.gates.pending_iteration(index), index, "params_fresh")
+        self.gates.mark_fresh(index)
 
     def wait_fresh(self) -> float:
         t0 = time.perf_counter()

@@ -297,6 +297,11 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
         server.stop(1)
         return 1
     job.state = "finished"
+    from synclab.compute.events import merge_events, write_timeline
+
+    event_rows = merge_events(run_dir)
+    if event_rows:
+        write_timeline(run_dir, event_rows)
     (run_dir / "summary.json").write_text(json.dumps(build_summary(job, rows), indent=2) + "\n")
     server.stop(1).wait(3)
     return 0

@@ -13,6 +13,7 @@ import time
 import torch
 
 from synclab.compute.engine import CommFailed, Engine
+from synclab.compute.events import EventLog
 from synclab.data import make_dataset
 from synclab.models import build_model, model_input_spec
 from synclab.roles.bootstrap import join, shaper_for
@@ -52,6 +53,8 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     model = build_model(spec.model.name, **spec.model.options).to(device)
     engine = Engine(model, torch.nn.CrossEntropyLoss(), device)
     inbox = Inbox()
+    events = EventLog(j.name, [i.name for i in engine.infos], enabled=spec.run.events)
+    engine.events = events
     stop_reason: list[str] = []
 
     def on_error(peer, err):
@@ -88,7 +91,8 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         ctx = WorkerContext(rank=rank, world=world, node=j.name, params=engine.infos, tensors=engine.tensors,
                             lr=spec.optimizer.lr, momentum=spec.optimizer.momentum,
                             weight_decay=spec.optimizer.weight_decay, seed=spec.run.seed,
-                            mark_fresh=engine.gates.mark_fresh, inbox=inbox,
+                            mark_fresh=engine.mark_fresh, inbox=inbox, run_dir=j.run_dir,
+                            batch_size=spec.model.batch_size, record_event=events.record,
                             ps_names={i: n.name for i, n in shards.items()},
                             worker_names={i: n.name for i, n in workers.items()}, plan=plan,
                             options=spec.strategy.options)
@@ -102,7 +106,8 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         client.barrier("connected", n_nodes)
         strategy.setup()
         client.barrier("ready", n_nodes)
-        _train(spec, engine, client, metrics, dataset_for(spec), rank, world, current, n_nodes)
+        _train(spec, engine, strategy, client, metrics, dataset_for(spec), current, n_nodes)
+        events.write(j.run_dir / f"events-{j.name}.csv")
         if rank == 0:
             torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, j.run_dir / "params.pt")
         client.flush_reports()
@@ -130,12 +135,16 @@ def dataset_for(spec):
     return make_dataset(spec.data.name, input_spec, seed=spec.run.seed, root=spec.data.root, size=spec.data.size)
 
 
-def _train(spec, engine: Engine, client, metrics, dataset, rank: int, world: int, current: list[int],
-           n_nodes: int) -> None:
-    single = registry.get(spec.strategy.name).single_process
+def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: list[int], n_nodes: int) -> None:
+    rank = strategy.ctx.rank
     batch = spec.model.batch_size
-    # The reference runs the global batch of all cluster.workers in one process.
-    data_rank, data_world, data_batch = (0, 1, batch * spec.cluster.workers) if single else (rank, world, batch)
+    shard = strategy.data_shard()
+    if strategy.single_process:  # the reference runs the global batch of all cluster.workers in one process
+        data_rank, data_world, data_batch = 0, 1, batch * spec.cluster.workers
+    elif shard is not None:
+        data_rank, data_world, data_batch = shard[0], shard[1], batch
+    else:
+        data_rank = data_world = data_batch = None
     client.barrier("start", n_nodes)
     t_job = time.perf_counter()
     sent0, recv0 = metrics.total_sent(), metrics.total_received()
@@ -159,8 +168,8 @@ def _train(spec, engine: Engine, client, metrics, dataset, rank: int, world: int
     for it in range(1, spec.run.iterations + 1):
         current[0] = it
         start = time.perf_counter()
-        x, y = dataset.batch(it - 1, data_rank, data_world, data_batch)
-        timing = engine.run_iteration(it, x, y, start=start)
+        x, y = dataset.batch(it - 1, data_rank, data_world, data_batch) if data_world else (None, None)
+        timing = strategy.run_iteration(engine, it, x, y, start)
         if prev is not None:  # every gate of this forward opened, so the previous iteration's sync is complete
             report(prev, start, prev_checksum)
         prev_checksum = math.nan

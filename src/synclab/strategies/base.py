@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict
 
 from synclab.transport.inbox import Inbox
 from synclab.transport.link import Link
+
+if TYPE_CHECKING:
+    from synclab.compute.engine import Engine, IterationTiming
 
 
 class NoOptions(BaseModel):
@@ -61,6 +65,9 @@ class WorkerContext:
     worker_names: dict[int, str] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
     options: BaseModel = field(default_factory=NoOptions)
+    run_dir: Path | None = None              # rank 0 may write strategy records here (e.g. plan.json)
+    batch_size: int = 0                      # per-worker batch (model.batch_size)
+    record_event: Callable[[int, int, str], None] = lambda iteration, index, event: None
 
 
 class Strategy(ABC):
@@ -88,6 +95,14 @@ class Strategy(ABC):
 
     def setup(self) -> None:
         """Agree on initial parameters before the first iteration (runs once, before the start barrier)."""
+
+    def data_shard(self) -> tuple[int, int] | None:
+        """(data_rank, data_world) this worker reads its batch as; None for a worker that reads no data."""
+        return self.ctx.rank, self.ctx.world
+
+    def run_iteration(self, engine: "Engine", iteration: int, x, y, start: float) -> "IterationTiming":
+        """One iteration of compute. Strategies that split the model (Stanza) override this."""
+        return engine.run_iteration(iteration, x, y, start=start)
 
     @abstractmethod
     def on_gradient(self, iteration: int, index: int, grad: torch.Tensor) -> None:

@@ -49,10 +49,24 @@ class PsClient:
         return self._by_key[self.ctx.params[index].name]
 
     def push(self, iteration: int, index: int, grad: torch.Tensor, priority: int = 0) -> None:
+        """Send every slice of the gradient to its shard; events mark the first and the last byte handed over."""
         flat = grad.reshape(-1)
-        for p in self.partitions(index):
-            self.ctx.ps_links[p.shard].send(Message(MessageId(pb.GRADIENT, p.key, p.slice, iteration),
-                                                    flat[p.offset:p.offset + p.length], priority or p.priority))
+        self.ctx.record_event(iteration, index, "send_start")
+        futures = [self.ctx.ps_links[p.shard].send(Message(MessageId(pb.GRADIENT, p.key, p.slice, iteration),
+                                                           flat[p.offset:p.offset + p.length], priority or p.priority))
+                   for p in self.partitions(index)]
+        remaining = [len(futures)]
+        lock = threading.Lock()
+
+        def one_done(_):
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                self.ctx.record_event(iteration, index, "send_end")
+
+        for f in futures:
+            f.add_done_callback(one_done)
 
     def push_initial(self) -> None:
         """Rank 0 seeds every shard with its initial parameter values."""

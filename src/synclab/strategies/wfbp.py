@@ -38,7 +38,9 @@ class Wfbp(Strategy):
     def on_gradient(self, iteration, index, grad):
         c = self.ctx
         flat = grad.reshape(-1).contiguous()
+        c.record_event(iteration, index, "send_start")
         self.allreduce_mean_(flat, c.params[index].name, iteration)
+        c.record_event(iteration, index, "send_end")
         self._bufs[index] = sgd_momentum_(c.tensors[index].data.view(-1), flat, self._bufs.get(index), lr=c.lr,
                                           momentum=c.momentum, weight_decay=c.weight_decay)
         c.mark_fresh(index)
