@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synclab.config import Spec, parse_spec
-from synclab.metrics import NodeMetrics, serve
+from synclab.metrics import NodeMetrics, TrafficSampler, serve
 from synclab.roles.client import CoordinatorClient
 from synclab.transport.shaper import LinkShaper
 from synclab.wire import pb
@@ -31,6 +31,7 @@ class Joined:
     run_dir: Path
     port: int
     metrics: NodeMetrics
+    sampler: TrafficSampler
 
     @property
     def name(self) -> str:
@@ -48,8 +49,10 @@ def join(role: str, index: int, coordinator: str, token: str, *, host: str, adve
     spec = parse_spec(json.loads(reply.spec_json))
     metrics = NodeMetrics(reply.node.name, role)
     serve(metrics, host=host, port=metrics_port)
+    run_dir = Path(reply.run_dir)
+    sampler = TrafficSampler(metrics, run_dir / f"traffic-{reply.node.name}.csv").start()
     log.info("%s registered; data plane :%d, metrics :%d", reply.node.name, port, metrics_port)
-    return Joined(client, reply.node, spec, Path(reply.run_dir), port, metrics)
+    return Joined(client, reply.node, spec, run_dir, port, metrics, sampler)
 
 
 def shaper_for(spec: Spec) -> LinkShaper:

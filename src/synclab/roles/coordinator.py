@@ -278,8 +278,7 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
     rpc.add_CoordinatorServicer_to_server(service, server)
     if server.add_insecure_port(listen) == 0:
         raise OSError(f"coordinator: cannot listen on {listen}")
-    metrics = NodeMetrics("coordinator", "coordinator")
-    serve(metrics, port=metrics_port)
+    serve(NodeMetrics("coordinator", "coordinator"), port=metrics_port)
     server.start()
     stop = threading.Event()
     threading.Thread(target=service.watch, args=(stop,), name="watch", daemon=True).start()

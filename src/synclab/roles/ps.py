@@ -72,6 +72,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         client.done(ok, message, sent, received)
         transport.close()
         client.close()
+        j.sampler.stop()
         if ok and spec.run.linger_s:
             time.sleep(spec.run.linger_s)  # let scrapers read the final counters
     return 0 if ok else 1

@@ -125,6 +125,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         engine.close()
         transport.close()
         client.close()
+        j.sampler.stop()
         if ok and spec.run.linger_s:
             time.sleep(spec.run.linger_s)  # let scrapers read the final counters
     return 0 if ok else 1
