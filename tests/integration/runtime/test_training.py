@@ -54,3 +54,48 @@ def test_loss_falls(tmp_path):
     assert r.returncode == 0, r.stderr
     s = summary(tmp_path)
     assert s["final_loss"] < 0.7 * s["initial_loss"], s
+
+
+def _scrape_bytes(url: str, metric: str) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(metric + "{"))
+
+
+def test_metrics_endpoints_answer_and_count_the_reported_bytes(tmp_path):
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from support.cluster import QUICKSTART, REPO
+
+    args = [sys.executable, "-m", "synclab", "run", str(QUICKSTART), "--out", str(tmp_path), "--no-report"]
+    for o in [*FAST, "strategy.name=ps", "run.iterations=15", "run.linger_s=30"]:
+        args += ["--set", o]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        during = []
+        deadline = time.monotonic() + 240
+        while not (tmp_path / "summary.json").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "slow"
+            if (tmp_path / "endpoints.json").exists():
+                eps = json.loads((tmp_path / "endpoints.json").read_text())
+                try:
+                    during.append(_scrape_bytes(eps["worker0"]["metrics_url"], "synclab_bytes_sent_total"))
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        assert during, "no metrics endpoint answered during the run"
+        s = summary(tmp_path)
+        eps = json.loads((tmp_path / "endpoints.json").read_text())
+        assert set(eps) == {"worker0", "worker1", "ps0", "ps1"}
+        for node in eps:
+            assert _scrape_bytes(eps[node]["metrics_url"], "synclab_bytes_sent_total") == s["bytes_sent"][node], node
+            assert _scrape_bytes(eps[node]["metrics_url"], "synclab_bytes_received_total") == \
+                s["bytes_received"][node], node
+        assert max(during) <= s["bytes_sent"]["worker0"]
+    finally:
+        proc.terminate()
+        proc.wait(60)
