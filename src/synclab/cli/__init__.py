@@ -105,53 +105,50 @@ def coordinator(spec: Path = typer.Option(..., "--spec"), run_dir: Path = typer.
     raise typer.Exit(run_coordinator(s, run_dir, listen, token, metrics_port=metrics_port))
 
 
-def _node_options(coordinator_addr: str, connect_timeout_s: float):
+def _run_node(role: str, index: int, coordinator_addr: str, token: str, host: str, advertise: str, port: int,
+              metrics_port: int, connect_timeout: float, verbose: bool) -> None:
+    from synclab.roles.client import CoordinatorUnreachable
+
+    _logging(verbose)
     if ":" not in coordinator_addr:
         _fail(f"--coordinator must be host:port, got {coordinator_addr!r}")
+    if role == "ps":
+        from synclab.roles.ps import run_ps as main_fn
+    else:
+        from synclab.roles.worker import run_worker as main_fn
+    try:
+        code = main_fn(index, coordinator_addr, token, host=host, advertise=advertise, port=port,
+                       metrics_port=metrics_port, connect_timeout_s=connect_timeout)
+    except CoordinatorUnreachable as e:
+        _fail(str(e), 1)
+    raise typer.Exit(code)
+
+
+CoordinatorOpt = typer.Option(..., "--coordinator", envvar="SYNCLAB_COORDINATOR", help="host:port of the coordinator.")
+HostOpt = typer.Option("0.0.0.0", "--host", help="Address to bind the data-plane and metrics servers to.")
+AdvertiseOpt = typer.Option("127.0.0.1", "--advertise", help="Address peers use to reach this node.")
+PortOpt = typer.Option(0, "--port", help="Data-plane port (0: any free port).")
+MetricsPortOpt = typer.Option(0, "--metrics-port", help="Prometheus metrics port (0: any free port).")
+ConnectTimeoutOpt = typer.Option(30.0, "--connect-timeout", help="Seconds to reach the coordinator.")
+VerboseOpt = typer.Option(False, "-v", "--verbose")
 
 
 @app.command()
 def ps(shard: int = typer.Option(-1, "--shard", help="Shard index (-1: assigned by the coordinator)."),
-       coordinator_addr: str = typer.Option(..., "--coordinator", envvar="SYNCLAB_COORDINATOR"),
-       token: str = TokenOpt, host: str = typer.Option("0.0.0.0", "--host"),
-       advertise: str = typer.Option("127.0.0.1", "--advertise", help="Address peers use to reach this node."),
-       port: int = typer.Option(0, "--port"), metrics_port: int = typer.Option(0, "--metrics-port"),
-       connect_timeout: float = typer.Option(30.0, "--connect-timeout", help="Seconds to reach the coordinator."),
-       verbose: bool = typer.Option(False, "-v", "--verbose")):
+       coordinator_addr: str = CoordinatorOpt, token: str = TokenOpt, host: str = HostOpt,
+       advertise: str = AdvertiseOpt, port: int = PortOpt, metrics_port: int = MetricsPortOpt,
+       connect_timeout: float = ConnectTimeoutOpt, verbose: bool = VerboseOpt):
     """Run one parameter-server shard."""
-    from synclab.roles.client import CoordinatorUnreachable
-    from synclab.roles.ps import run_ps
-
-    _logging(verbose)
-    _node_options(coordinator_addr, connect_timeout)
-    try:
-        code = run_ps(shard, coordinator_addr, token, host=host, advertise=advertise, port=port,
-                      metrics_port=metrics_port, connect_timeout_s=connect_timeout)
-    except CoordinatorUnreachable as e:
-        _fail(str(e), 1)
-    raise typer.Exit(code)
+    _run_node("ps", shard, coordinator_addr, token, host, advertise, port, metrics_port, connect_timeout, verbose)
 
 
 @app.command()
 def worker(rank: int = typer.Option(-1, "--rank", help="Worker rank (-1: assigned by the coordinator)."),
-           coordinator_addr: str = typer.Option(..., "--coordinator", envvar="SYNCLAB_COORDINATOR"),
-           token: str = TokenOpt, host: str = typer.Option("0.0.0.0", "--host"),
-           advertise: str = typer.Option("127.0.0.1", "--advertise", help="Address peers use to reach this node."),
-           port: int = typer.Option(0, "--port"), metrics_port: int = typer.Option(0, "--metrics-port"),
-           connect_timeout: float = typer.Option(30.0, "--connect-timeout", help="Seconds to reach the coordinator."),
-           verbose: bool = typer.Option(False, "-v", "--verbose")):
+           coordinator_addr: str = CoordinatorOpt, token: str = TokenOpt, host: str = HostOpt,
+           advertise: str = AdvertiseOpt, port: int = PortOpt, metrics_port: int = MetricsPortOpt,
+           connect_timeout: float = ConnectTimeoutOpt, verbose: bool = VerboseOpt):
     """Run one training worker."""
-    from synclab.roles.client import CoordinatorUnreachable
-    from synclab.roles.worker import run_worker
-
-    _logging(verbose)
-    _node_options(coordinator_addr, connect_timeout)
-    try:
-        code = run_worker(rank, coordinator_addr, token, host=host, advertise=advertise, port=port,
-                          metrics_port=metrics_port, connect_timeout_s=connect_timeout)
-    except CoordinatorUnreachable as e:
-        _fail(str(e), 1)
-    raise typer.Exit(code)
+    _run_node("worker", rank, coordinator_addr, token, host, advertise, port, metrics_port, connect_timeout, verbose)
 
 
 @app.command()

@@ -10,20 +10,11 @@ from __future__ import annotations
 
 import torch
 
+from synclab.collective.schedules import segment_bounds
 from synclab.transport.inbox import Inbox
 from synclab.transport.link import Link
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId
-
-
-def segment_bounds(numel: int, world: int) -> list[tuple[int, int]]:
-    base, extra = divmod(numel, world)
-    bounds, lo = [], 0
-    for s in range(world):
-        hi = lo + base + (1 if s < extra else 0)
-        bounds.append((lo, hi))
-        lo = hi
-    return bounds
 
 
 def ring_allreduce_(flat: torch.Tensor, *, rank: int, world: int, key: str, iteration: int, to_next: Link | None,

@@ -16,7 +16,7 @@ TOKEN_KEY = "x-synclab-token"
 NODE_KEY = "x-synclab-node"
 
 
-def channel_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> list[tuple[str, int]]:
+def _common_options(chunk_bytes: int) -> list[tuple[str, int]]:
     limit = chunk_bytes + HEADER_SLACK_BYTES
     return [
         ("grpc.max_send_message_length", limit),
@@ -24,22 +24,16 @@ def channel_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> list[tuple[str, i
         ("grpc.keepalive_time_ms", 10_000),
         ("grpc.keepalive_timeout_ms", 5_000),
         ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.max_pings_without_data", 0),
-        ("grpc.enable_http_proxy", 0),
     ]
+
+
+def channel_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> list[tuple[str, int]]:
+    return _common_options(chunk_bytes) + [("grpc.http2.max_pings_without_data", 0), ("grpc.enable_http_proxy", 0)]
 
 
 def server_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> list[tuple[str, int]]:
-    limit = chunk_bytes + HEADER_SLACK_BYTES
-    return [
-        ("grpc.max_send_message_length", limit),
-        ("grpc.max_receive_message_length", limit),
-        ("grpc.keepalive_time_ms", 10_000),
-        ("grpc.keepalive_timeout_ms", 5_000),
-        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
-        ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.so_reuseport", 0),
-    ]
+    return _common_options(chunk_bytes) + [("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+                                           ("grpc.so_reuseport", 0)]
 
 
 class TokenAuthInterceptor(grpc.ServerInterceptor):
