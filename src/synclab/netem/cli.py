@@ -1,0 +1,113 @@
+"""Command logic for link profiles and netns leftovers, as plain functions plus a small Typer app.
+
+The lead CLI mounts :data:`app` (``app.add_typer(netem_cli.app)`` or by calling
+:func:`profiles_command` / :func:`cleanup_command` from its own commands). Bad
+profiles exit 2 with a message that names the file and field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from synclab.netem.profile import LinkProfile, ProfileError, list_profiles, load_profile
+from synclab.netem.tc import choose_backend, detect_backends, has_net_admin
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Link profiles and network emulation.")
+
+
+def profile_rows(profiles: Sequence[LinkProfile], *, available: frozenset[str] | None = None,
+                 privileged: bool = False) -> list[dict[str, Any]]:
+    """One row per profile in human units; with ``available`` also the backend this machine would use."""
+    rows = []
+    for p in profiles:
+        row = p.human()
+        if available is not None:
+            choice = choose_backend(p, available, privileged)
+            row["backend"] = choice.backend
+            row["left_to_transport"] = sorted(choice.left_to_app)
+        rows.append(row)
+    return rows
+
+
+def profiles_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """A rich table of :func:`profile_rows`."""
+    cols = ["name", "rate", "burst", "queue", "delay", "jitter", "loss", "direction"]
+    if rows and "backend" in rows[0]:
+        cols += ["backend", "left_to_transport"]
+    cols += ["roles", "description"]
+    table = Table(title="link profiles")
+    for c in cols:
+        table.add_column(c.replace("_", " "), overflow="fold")
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c, "")
+            if isinstance(v, dict):
+                v = "; ".join(f"{k}: " + ", ".join(f"{kk}={vv}" for kk, vv in o.items()) for k, o in v.items())
+            elif isinstance(v, list):
+                v = ", ".join(v) or "-"
+            cells.append(str(v))
+        table.add_row(*cells)
+    return table
+
+
+def profiles_command(names: Sequence[str] = (), *, dirs: Sequence[Path] | None = None, as_json: bool = False,
+                     check: bool = False, console: Console | None = None) -> int:
+    """List profiles (all, or ``names`` / paths) with their values; returns the exit code (2: bad profile)."""
+    console = console or Console()
+    try:
+        profiles = [load_profile(n, dirs) for n in names] if names else list_profiles(dirs)
+    except ProfileError as e:
+        Console(stderr=True).print(f"[bold red]error:[/] {e}")
+        return 2
+    available, privileged = None, False
+    if check:
+        privileged = has_net_admin()
+        available = detect_backends() if privileged else frozenset()
+    rows = profile_rows(profiles, available=available, privileged=privileged)
+    if as_json:
+        console.print_json(json.dumps(rows))
+    else:
+        console.print(profiles_table(rows))
+    return 0
+
+
+def cleanup_command(prefix: str, *, force: bool = False, console: Console | None = None) -> int:
+    """Remove netns leftovers of crashed runs; returns the exit code (2: cannot run here)."""
+    from synclab.netem.netns import NetnsUnavailable, cleanup_leftovers
+
+    console = console or Console()
+    try:
+        removed = cleanup_leftovers(prefix, force=force)
+    except NetnsUnavailable as e:
+        Console(stderr=True).print(f"[bold red]error:[/] {e}")
+        return 2
+    for r in removed:
+        console.print(f"removed {r}")
+    console.print(f"{len(removed)} leftover(s) removed" if removed else "nothing to clean up")
+    return 0
+
+
+@app.command("profiles")
+def profiles(names: list[str] = typer.Argument(None, help="Profile names or YAML paths (default: all)."),
+             profiles_dir: list[Path] | None = typer.Option(None, "--profiles-dir",
+                                                               help="Search these directories instead."),
+             as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+             check: bool = typer.Option(False, "--check",
+                                        help="Also show which backend this machine would use (probes the kernel).")):
+    """List link profiles and their values (rate, burst, queue, delay, jitter, loss, direction, roles)."""
+    raise typer.Exit(profiles_command(names or (), dirs=profiles_dir, as_json=as_json, check=check))
+
+
+@app.command("cleanup")
+def cleanup(prefix: str = typer.Option("slb", help="Name prefix of the leftovers (default: all of SyncLab's)."),
+            force: bool = typer.Option(False, help="Also remove clusters whose owner process is still alive.")):
+    """Remove namespaces, veths, bridges, iptables rules and /etc/netns entries left by crashed runs."""
+    raise typer.Exit(cleanup_command(prefix, force=force))

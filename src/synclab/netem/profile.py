@@ -1,0 +1,450 @@
+"""Link profiles: what a link should look like (rate, burst, queue, delay, jitter, loss, direction).
+
+A profile is a small YAML file (``netem/profiles/NAME.yaml``) or an inline mapping
+in a spec. Human units are parsed once, here ("4gbit", "100mbit", "20ms", "1%",
+"1.5MB"); everything past this module sees :class:`LinkProfile` with base units
+in the names (``rate_bps``, ``burst_bytes``, ``delay_s``, ``loss_pct``).
+
+Sizing rule (used by every backend, so the kernel and the ``app`` token bucket agree):
+
+* burst = max(4 ms of the rate, 64 KiB). 4 ms is rate/HZ for HZ=250 (Debian's
+  kernels), the least tbf needs to keep up, and was measured accurate from
+  100 Mbit/s to 5 Gbit/s under tbf; 64 KiB lets one GSO super-packet or one
+  transport chunk header through at low rates without stalling.
+* htb gets the same burst for both ``burst`` and ``cburst`` with a floor of
+  8 ms of the rate above 1 Gbit/s (htb under-shoots at high rates with small
+  bursts) and an explicit ``quantum`` of min(rate/10 per s, 200 000) bytes so it
+  does not warn or fall back to r2q.
+* queue (tbf/bfifo limit) = max(2 × burst, 25 ms of the rate), capped at 2 GiB
+  (tc's limits are 32-bit); where the kernel itself delays packets (netem) its
+  limit adds 2 × rate × (delay + jitter) so the delay line never drops.
+
+Where profiles are found (first hit wins): the ``search_dirs`` argument; the
+directories in ``$SYNCLAB_PROFILES_DIR`` (``os.pathsep``-separated); the
+repository's ``netem/profiles`` when running from a checkout; the copy shipped in
+the package (``synclab/netem/profiles``), kept identical to the repository's by a
+unit test, so an installed wheel finds the stock profiles too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from synclab.config.units import parse_duration_s, parse_rate_bps, parse_size_bytes
+
+KNOWN_ROLES = ("coordinator", "worker", "ps")
+PROFILES_ENV = "SYNCLAB_PROFILES_DIR"
+
+BURST_S = 0.004  # 4 ms of the rate
+HTB_BURST_S = 0.008  # htb above HTB_BIG_RATE_BPS
+HTB_BIG_RATE_BPS = 1_000_000_000
+MIN_BURST_BYTES = 64 << 10
+QUEUE_S = 0.025
+MAX_QUEUE_BYTES = 2 << 30
+MAX_RATE_BPS = 10**13  # 10 Tbit/s: anything above is a typo
+MAX_DURATION_S = 60.0
+MAX_SIZE_BYTES = 1 << 30
+HTB_MAX_QUANTUM = 200_000
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be found or is invalid; the message names the file and field."""
+
+
+def burst_bytes_for(rate_bps: int) -> int:
+    """The token-bucket depth derived from the rate: 4 ms of it, at least 64 KiB."""
+    return max(MIN_BURST_BYTES, int(rate_bps / 8 * BURST_S))
+
+
+def htb_burst_bytes_for(rate_bps: int) -> int:
+    """htb's burst/cburst: as :func:`burst_bytes_for`, but 8 ms of the rate above 1 Gbit/s."""
+    if rate_bps > HTB_BIG_RATE_BPS:
+        return max(burst_bytes_for(rate_bps), int(rate_bps / 8 * HTB_BURST_S))
+    return burst_bytes_for(rate_bps)
+
+
+def htb_quantum_bytes_for(rate_bps: int) -> int:
+    """htb's DRR quantum: rate/10 bytes (r2q = 10), kept inside [1600, 200 000] so tc does not warn."""
+    return min(HTB_MAX_QUANTUM, max(1600, rate_bps // 8 // 10))
+
+
+def queue_bytes_for(rate_bps: int, burst_bytes: int) -> int:
+    """The shaper's queue limit: max(2 × burst, 25 ms of the rate), capped at 2 GiB."""
+    return min(MAX_QUEUE_BYTES, max(2 * burst_bytes, int(rate_bps / 8 * QUEUE_S)))
+
+
+def delay_line_bytes_for(rate_bps: int, delay_s: float, jitter_s: float) -> int:
+    """What a kernel delay line (netem) holds at full rate, doubled: 2 × rate × (delay + jitter)."""
+    return int(2 * rate_bps / 8 * (delay_s + jitter_s))
+
+
+def _reject_negative_text(v: Any, what: str) -> None:
+    if isinstance(v, str) and v.strip().startswith("-"):
+        raise ValueError(f"{what} must not be negative, got {v!r}")
+    if isinstance(v, bool):
+        raise ValueError(f"{what} must be a number with a unit, got {v!r}")
+
+
+def _finite(x: float, what: str, raw: Any) -> float:
+    if not math.isfinite(x):
+        raise ValueError(f"{what} must be finite, got {raw!r}")
+    if x < 0:
+        raise ValueError(f"{what} must not be negative, got {raw!r}")
+    return x
+
+
+def parse_rate(v: Any) -> int:
+    """'4gbit' -> 4_000_000_000; bare numbers are bits/s; must be positive and at most 10 Tbit/s."""
+    _reject_negative_text(v, "rate")
+    if isinstance(v, float):
+        _finite(v, "rate", v)
+    elif isinstance(v, str):
+        _finite(_number_part(v, "rate"), "rate", v)
+    try:
+        bps = parse_rate_bps(v)
+    except (OverflowError, TypeError) as e:
+        raise ValueError(f"cannot parse rate {v!r}: {e}") from None
+    if bps <= 0:
+        raise ValueError(f"rate must be positive, got {v!r} (leave it out, or null, for no rate limit)")
+    if bps > MAX_RATE_BPS:
+        raise ValueError(f"rate {v!r} is above 10tbit")
+    return bps
+
+
+def parse_duration(v: Any, what: str) -> float:
+    """'20ms' -> 0.02; bare numbers are seconds; 0 to 60 s."""
+    _reject_negative_text(v, what)
+    if isinstance(v, str):
+        _finite(_number_part(v, what), what, v)
+    try:
+        s = parse_duration_s(v)
+    except (OverflowError, TypeError) as e:
+        raise ValueError(f"cannot parse {what} {v!r}: {e}") from None
+    _finite(s, what, v)
+    if s > MAX_DURATION_S:
+        raise ValueError(f"{what} {v!r} is above {MAX_DURATION_S:g} s")
+    return s
+
+
+def parse_size(v: Any, what: str) -> int:
+    """'1.5MB' -> 1_500_000, '64KiB' -> 65536; bare numbers are bytes; 1 B to 1 GiB."""
+    _reject_negative_text(v, what)
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise ValueError(f"{what} must be a whole number of bytes, got {v!r}")
+        v = int(_finite(v, what, v))
+    elif isinstance(v, str):
+        _finite(_number_part(v, what), what, v)
+    try:
+        n = parse_size_bytes(v)
+    except (OverflowError, TypeError) as e:
+        raise ValueError(f"cannot parse {what} {v!r}: {e}") from None
+    if n <= 0:
+        raise ValueError(f"{what} must be positive, got {v!r}")
+    if n > MAX_SIZE_BYTES:
+        raise ValueError(f"{what} {v!r} is above 1GiB")
+    return n
+
+
+def parse_loss(v: Any) -> float:
+    """'1%' -> 1.0, 0.5 -> 0.5 (bare numbers are percent); 0 to 100."""
+    _reject_negative_text(v, "loss")
+    raw = v
+    if isinstance(v, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*", v)
+        if not m:
+            raise ValueError(f"cannot parse loss {raw!r}; write a percentage such as '1%' or 0.5")
+        v = float(m.group(1))
+    if not isinstance(v, (int, float)):
+        raise ValueError(f"cannot parse loss {raw!r}; write a percentage such as '1%' or 0.5")
+    pct = _finite(float(v), "loss", raw)
+    if pct > 100:
+        raise ValueError(f"loss must be at most 100%, got {raw!r}")
+    return pct
+
+
+def _number_part(text: str, what: str) -> float:
+    m = re.match(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)", text)
+    if not m:
+        raise ValueError(f"cannot parse {what} {text!r}")
+    return float(m.group(1))
+
+
+def format_rate(rate_bps: int | None) -> str:
+    """4_000_000_000 -> '4gbit' (the shortest exact tc-style spelling); None -> 'unlimited'."""
+    if rate_bps is None:
+        return "unlimited"
+    for unit, scale in (("tbit", 10**12), ("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
+        if rate_bps >= scale and rate_bps % (scale // 1000) == 0:
+            return f"{rate_bps / scale:.3f}".rstrip("0").rstrip(".") + unit
+    return f"{rate_bps}bit"
+
+
+def format_duration(s: float) -> str:
+    """0.02 -> '20ms'."""
+    if s == 0:
+        return "0"
+    if s >= 1:
+        return f"{s:g}s"
+    if s >= 1e-3:
+        return f"{s * 1e3:g}ms"
+    return f"{s * 1e6:g}us"
+
+
+def format_size(n: int) -> str:
+    """1_500_000 -> '1.5MB', 65536 -> '64KiB'."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:g}{unit}"
+    return f"{n}B"
+
+
+class _LinkParams(BaseModel):
+    """The shaping values shared by a profile and a per-role override."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    rate_bps: int | None = Field(None, validation_alias=AliasChoices("rate", "rate_bps"))
+    burst_bytes: int | None = Field(None, validation_alias=AliasChoices("burst", "burst_bytes"))
+    queue_bytes: int | None = Field(None, validation_alias=AliasChoices("queue", "queue_bytes"))
+    delay_s: float = Field(0.0, validation_alias=AliasChoices("delay", "delay_s"))
+    jitter_s: float = Field(0.0, validation_alias=AliasChoices("jitter", "jitter_s"))
+    loss_pct: float = Field(0.0, validation_alias=AliasChoices("loss", "loss_pct"))
+    direction: Literal["egress", "ingress", "both"] = "egress"
+
+    @field_validator("rate_bps", mode="before")
+    @classmethod
+    def _rate(cls, v):
+        return None if v is None else parse_rate(v)
+
+    @field_validator("burst_bytes", mode="before")
+    @classmethod
+    def _burst(cls, v):
+        return None if v is None else parse_size(v, "burst")
+
+    @field_validator("queue_bytes", mode="before")
+    @classmethod
+    def _queue(cls, v):
+        return None if v is None else parse_size(v, "queue")
+
+    @field_validator("delay_s", mode="before")
+    @classmethod
+    def _delay(cls, v):
+        return 0.0 if v is None else parse_duration(v, "delay")
+
+    @field_validator("jitter_s", mode="before")
+    @classmethod
+    def _jitter(cls, v):
+        return 0.0 if v is None else parse_duration(v, "jitter")
+
+    @field_validator("loss_pct", mode="before")
+    @classmethod
+    def _loss(cls, v):
+        return 0.0 if v is None else parse_loss(v)
+
+
+class RoleOverride(_LinkParams):
+    """Values that replace the profile's for one role (``roles: {ps: {rate: 2gbit}}``); unset keys inherit."""
+
+
+class LinkProfile(_LinkParams):
+    """One link's shaping, validated; ``None`` rate means no rate limit.
+
+    ``delay``, ``jitter`` and ``loss`` act where the profile's ``direction`` shapes
+    (egress: on the node's outgoing packets, so one-way latency between two nodes
+    is the sender's delay). ``burst``/``queue`` are derived from the rate when absent
+    (see the module docstring for the rule).
+    """
+
+    name: str = ""
+    description: str = ""
+    roles: dict[str, RoleOverride] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.jitter_s > 0 and self.delay_s == 0:
+            raise ValueError("jitter needs a delay: set delay as well (jitter varies it)")
+        if self.jitter_s > self.delay_s > 0:
+            raise ValueError(f"jitter ({format_duration(self.jitter_s)}) must not exceed delay "
+                             f"({format_duration(self.delay_s)})")
+        if (self.burst_bytes or self.queue_bytes) and self.rate_bps is None:
+            raise ValueError("burst/queue need a rate")
+        for role in self.roles:
+            if role not in KNOWN_ROLES:
+                raise ValueError(f"roles: unknown role {role!r}; known: {', '.join(KNOWN_ROLES)}")
+            try:
+                resolve_for_role(self, role)
+            except ValidationError as e:
+                raise ValueError(f"roles.{role}: {_describe(e)}") from None
+        return self
+
+    @field_validator("roles", mode="before")
+    @classmethod
+    def _roles(cls, v):
+        return {} if v is None else v
+
+    @property
+    def shapes_anything(self) -> bool:
+        """True when the profile asks for any rate, delay, jitter or loss."""
+        return bool(self.rate_bps or self.delay_s or self.jitter_s or self.loss_pct)
+
+    @property
+    def needs_netem(self) -> bool:
+        """True when the profile asks for something only netem can do in the kernel (delay, jitter, loss)."""
+        return bool(self.delay_s or self.jitter_s or self.loss_pct)
+
+    @property
+    def shapes_egress(self) -> bool:
+        return self.direction in ("egress", "both")
+
+    @property
+    def shapes_ingress(self) -> bool:
+        return self.direction in ("ingress", "both")
+
+    @property
+    def effective_burst_bytes(self) -> int | None:
+        """The configured burst, else :func:`burst_bytes_for` the rate; None without a rate."""
+        if self.rate_bps is None:
+            return None
+        return self.burst_bytes or burst_bytes_for(self.rate_bps)
+
+    @property
+    def effective_queue_bytes(self) -> int | None:
+        """The configured queue, else :func:`queue_bytes_for` the rate and burst."""
+        if self.rate_bps is None:
+            return None
+        return self.queue_bytes or queue_bytes_for(self.rate_bps, self.effective_burst_bytes or 0)
+
+    def human(self) -> dict[str, Any]:
+        """The profile in human units, as a profile file would spell it (derived values marked)."""
+        out: dict[str, Any] = {"name": self.name, "rate": format_rate(self.rate_bps)}
+        if self.rate_bps is not None:
+            out["burst"] = format_size(self.effective_burst_bytes or 0) + ("" if self.burst_bytes else " (derived)")
+            out["queue"] = format_size(self.effective_queue_bytes or 0) + ("" if self.queue_bytes else " (derived)")
+        out.update(delay=format_duration(self.delay_s), jitter=format_duration(self.jitter_s),
+                   loss=f"{self.loss_pct:g}%", direction=self.direction)
+        if self.roles:
+            out["roles"] = {r: {k: v for k, v in resolve_for_role(self, r).human().items()
+                                if k in _human_keys(o)} for r, o in self.roles.items()}
+        out["description"] = self.description
+        return out
+
+
+def _human_keys(o: RoleOverride) -> set[str]:
+    names = {"rate_bps": "rate", "burst_bytes": "burst", "queue_bytes": "queue", "delay_s": "delay",
+             "jitter_s": "jitter", "loss_pct": "loss", "direction": "direction"}
+    return {names[f] for f in o.model_fields_set}
+
+
+def resolve_for_role(profile: LinkProfile, role: str | None) -> LinkProfile:
+    """The profile as it applies to ``role``: its override's keys replace the profile's; ``roles`` dropped.
+
+    A role without an override (or ``None``) gets the profile itself, minus ``roles``.
+    """
+    base = profile.model_dump(exclude={"roles"})
+    override = profile.roles.get(role) if role is not None else None
+    if override is not None:
+        base.update(override.model_dump(include=override.model_fields_set))
+        base["name"] = f"{profile.name}[{role}]" if profile.name else ""
+    return LinkProfile.model_validate(base)
+
+
+def profile_from_mapping(data: Any, *, name: str = "", source: str = "profile") -> LinkProfile:
+    """Validate an inline profile mapping; :class:`ProfileError` names ``source`` and the field(s)."""
+    if not isinstance(data, dict):
+        raise ProfileError(f"{source}: a profile must be a mapping of fields, got {type(data).__name__}")
+    data = dict(data)
+    if name and not data.get("name"):
+        data["name"] = name
+    try:
+        return LinkProfile.model_validate(data)
+    except ValidationError as e:
+        raise ProfileError(f"{source}: {_describe(e)}") from None
+
+
+def _describe(err: ValidationError) -> str:
+    parts = []
+    for item in err.errors():
+        loc = ".".join(str(p) for p in item["loc"])
+        msg = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            msg = "unknown field"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def repo_profiles_dir() -> Path:
+    """``netem/profiles`` of the checkout this package runs from (may not exist when installed)."""
+    return Path(__file__).resolve().parents[3] / "netem" / "profiles"
+
+
+def package_profiles_dir() -> Path:
+    """The copy of the stock profiles shipped inside the package."""
+    return Path(str(resources.files("synclab.netem") / "profiles"))
+
+
+def default_search_dirs(env: dict[str, str] | None = None) -> list[Path]:
+    """``$SYNCLAB_PROFILES_DIR`` entries, then the checkout's ``netem/profiles``, then the packaged copy."""
+    env = os.environ if env is None else env
+    dirs = [Path(p) for p in env.get(PROFILES_ENV, "").split(os.pathsep) if p]
+    return dirs + [repo_profiles_dir(), package_profiles_dir()]
+
+
+def _profile_files(search_dirs: Iterable[Path]) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for d in search_dirs:
+        d = Path(d)
+        if not d.is_dir():
+            continue
+        for p in sorted(d.iterdir()):
+            if p.suffix in (".yaml", ".yml") and p.is_file():
+                found.setdefault(p.stem, p)
+    return found
+
+
+def load_profile_file(path: Path) -> LinkProfile:
+    """Read and validate one profile file; its name is the file's stem."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ProfileError(f"{path}: cannot read profile: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise ProfileError(f"{path}: not valid YAML: {e}") from None
+    return profile_from_mapping(data, name=path.stem, source=str(path))
+
+
+def load_profile(name_or_path: str | Path, search_dirs: Sequence[Path] | None = None) -> LinkProfile:
+    """A profile by name (looked up in ``search_dirs``, default :func:`default_search_dirs`) or by file path.
+
+    Anything containing a path separator or ending in ``.yaml``/``.yml`` is a path.
+    Raises :class:`ProfileError` for an unknown name (listing the known ones) or an invalid file.
+    """
+    text = str(name_or_path)
+    if isinstance(name_or_path, Path) or os.sep in text or text.endswith((".yaml", ".yml")):
+        return load_profile_file(Path(text))
+    dirs = default_search_dirs() if search_dirs is None else list(search_dirs)
+    files = _profile_files(dirs)
+    if text not in files:
+        known = ", ".join(sorted(files)) or "none"
+        raise ProfileError(f"unknown profile {text!r}; known: {known} (searched {', '.join(map(str, dirs))})")
+    return load_profile_file(files[text])
+
+
+def list_profiles(search_dirs: Sequence[Path] | None = None) -> list[LinkProfile]:
+    """Every profile found (earlier directories shadow later ones), by rate then name; invalid files raise."""
+    dirs = default_search_dirs() if search_dirs is None else list(search_dirs)
+    profiles = [load_profile_file(p) for p in _profile_files(dirs).values()]
+    return sorted(profiles, key=lambda p: (p.rate_bps is None, p.rate_bps or 0, p.needs_netem, p.name))

@@ -1,0 +1,324 @@
+import subprocess
+
+import pytest
+
+from synclab.netem import tc
+from synclab.netem.profile import load_profile, profile_from_mapping
+from synclab.netem.tc import (
+    BackendChoice,
+    ShapingError,
+    apply,
+    choose_backend,
+    clear,
+    clear_commands,
+    detect_backends,
+    egress_commands,
+    ingress_commands,
+    parse_tc_show,
+    verify,
+)
+
+ALL = frozenset({"netem", "htb", "tbf", "ifb"})
+NO_NETEM = ALL - {"netem"}
+
+
+def prof(**kw):
+    return profile_from_mapping(kw, name="t")
+
+
+# -- builders -----------------------------------------------------------------------------------
+
+def test_tbf_egress_is_one_replace_with_derived_burst_and_queue():
+    assert egress_commands("eth0", prof(rate="200mbit"), "tbf") == [
+        ["tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "tbf",
+         "rate", "200000000bit", "burst", "100000", "limit", "625000"]]
+
+
+def test_htb_egress_sets_rate_ceil_burst_cburst_quantum_and_a_byte_fifo():
+    cmds = egress_commands("eth0", prof(rate="4gbit", burst="4MB"), "htb")
+    assert cmds == [
+        ["tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "1"],
+        ["tc", "class", "replace", "dev", "eth0", "parent", "1:", "classid", "1:1", "htb", "rate", "4000000000bit",
+         "ceil", "4000000000bit", "burst", "4000000", "cburst", "4000000", "quantum", "200000"],
+        ["tc", "qdisc", "replace", "dev", "eth0", "parent", "1:1", "handle", "10:", "bfifo", "limit", "12500000"]]
+
+
+def test_netem_goes_under_htb_for_the_rate_and_sizes_its_limit_for_the_delay():
+    cmds = egress_commands("eth0", load_profile("wan-20ms"), "netem")
+    assert cmds[0][-3:] == ["htb", "default", "1"]
+    netem = cmds[-1]
+    assert netem[:9] == ["tc", "qdisc", "replace", "dev", "eth0", "parent", "1:1", "handle", "10:"]
+    assert netem[9:13] == ["netem", "delay", "20000us", "2000us"]
+    # 1 Gbit/s: queue 3.125 MB + 2 x rate x 22 ms = 5.5 MB delay line, in 1514-byte frames
+    assert netem[-2:] == ["limit", str(-(-(3_125_000 + 5_500_000) // 1514))]
+    lossy = egress_commands("eth0", prof(loss="1%"), "netem")
+    assert lossy == [["tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "netem", "loss", "1%",
+                      "limit", "100000"]]
+
+
+def test_builders_refuse_what_they_cannot_build():
+    assert egress_commands("eth0", prof(rate="1gbit"), "app") == []
+    assert egress_commands("eth0", prof(), "none") == []
+    with pytest.raises(ValueError, match="no"):
+        egress_commands("eth0", prof(delay="5ms"), "tbf")
+    with pytest.raises(ValueError, match="unknown backend"):
+        egress_commands("eth0", prof(rate="1gbit"), "cake")
+
+
+def test_ingress_redirects_to_the_ifb_and_shapes_it():
+    cmds = ingress_commands("eth0", "ifb0", prof(rate="200mbit", direction="ingress"), "tbf")
+    assert cmds[0] == ["ip", "link", "set", "dev", "ifb0", "up"]
+    assert cmds[1] == ["tc", "qdisc", "replace", "dev", "eth0", "handle", "ffff:", "ingress"]
+    assert cmds[2][:6] == ["tc", "filter", "replace", "dev", "eth0", "parent"]
+    assert cmds[2][-6:] == ["action", "mirred", "egress", "redirect", "dev", "ifb0"]
+    assert "handle" in cmds[2]  # a fixed filter handle keeps `replace` idempotent
+    assert cmds[3:] == egress_commands("ifb0", prof(rate="200mbit"), "tbf")
+    assert ingress_commands("eth0", "ifb0", prof(rate="1gbit"), "app") == []
+
+
+def test_clear_commands():
+    assert clear_commands("eth0", "ifb0") == [["tc", "qdisc", "del", "dev", "eth0", "root"],
+                                              ["tc", "qdisc", "del", "dev", "eth0", "ingress"],
+                                              ["ip", "link", "del", "dev", "ifb0"]]
+    assert clear_commands("eth0", root=False, ingress=False) == []
+    assert tc.ifb_name_for("averyveryverylongname") == "ifbaveryveryver"
+
+
+# -- backend choice -----------------------------------------------------------------------------
+
+def test_rate_only_profiles_use_tbf_then_htb():
+    p = load_profile("4gbit")
+    assert choose_backend(p, ALL, True) == BackendChoice("tbf", frozenset(), "tbf for the rate")
+    assert choose_backend(p, frozenset({"htb", "ifb"}), True).backend == "htb"
+    assert choose_backend(p, ALL, True, prefer=("htb", "tbf")).backend == "htb"
+
+
+def test_netem_detected_both_ways():
+    wan = load_profile("wan-20ms")
+    with_netem = choose_backend(wan, ALL, True)
+    assert with_netem.backend == "netem" and not with_netem.left_to_app
+    without = choose_backend(wan, NO_NETEM, True)
+    assert without.backend == "tbf"
+    assert without.left_to_app == {"delay", "jitter"}
+    assert "no sch_netem" in without.reason
+    with pytest.raises(ShapingError, match="cannot apply delay, jitter"):
+        without.require_kernel()
+    with_netem.require_kernel()
+    lossy = choose_backend(load_profile("lossy-1pct"), NO_NETEM, True)
+    assert lossy.left_to_app == {"loss"}
+
+
+def test_unprivileged_or_bare_kernel_leaves_everything_to_the_app():
+    wan = load_profile("wan-20ms")
+    c = choose_backend(wan, ALL, privileged=False)
+    assert c.backend == "app" and c.left_to_app == {"rate", "delay", "jitter"} and "CAP_NET_ADMIN" in c.reason
+    both = choose_backend(load_profile("2gbit"), frozenset(), True)
+    assert both.backend == "app" and both.left_to_app == {"rate", "ingress"}
+    delay_only = choose_backend(prof(delay="5ms"), NO_NETEM, True)
+    assert delay_only.backend == "app" and delay_only.left_to_app == {"delay"}
+
+
+def test_ingress_without_ifb_is_reported():
+    c = choose_backend(load_profile("2gbit"), frozenset({"tbf"}), True)
+    assert c.backend == "tbf" and c.left_to_app == {"ingress"}
+    c = choose_backend(prof(rate="1gbit", direction="ingress"), frozenset({"tbf"}), True)
+    assert c.backend == "app" and "ifb" in c.reason
+
+
+def test_unshaped_needs_no_backend():
+    c = choose_backend(load_profile("unshaped"), frozenset(), False)
+    assert c == BackendChoice("none", frozenset(), "the profile shapes nothing")
+    assert not c.kernel
+
+
+def test_detect_backends_probes_in_a_throwaway_namespace():
+    calls = []
+
+    def runner(cmd, netns=None, *, check=True):
+        calls.append((netns, list(cmd)))
+        bad = ("netem" in cmd) or ("type" in cmd and cmd[-1] == "ifb")
+        return subprocess.CompletedProcess(cmd, 2 if bad else 0, "", "Error: Specified qdisc kind is unknown.")
+
+    assert detect_backends(runner=runner) == {"tbf", "htb"}
+    ns = calls[0][1][-1]
+    assert calls[0][1] == ["ip", "netns", "add", ns] and calls[-1][1] == ["ip", "netns", "del", ns]
+    assert all(n == ns for n, c in calls[1:-1])
+
+    def with_netem(cmd, netns=None, *, check=True):
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    assert detect_backends(runner=with_netem) == {"netem", "tbf", "htb", "ifb"}
+
+
+def test_detect_backends_without_privileges_is_empty(monkeypatch):
+    monkeypatch.setattr(tc, "has_net_admin", lambda: False)
+    assert detect_backends(refresh=True) == frozenset()
+    tc._detected.clear()
+
+
+# -- read-back ----------------------------------------------------------------------------------
+
+TC_QDISC = """\
+qdisc htb 1: root refcnt 3 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000
+ Sent 101211475 bytes 66877 pkt (dropped 3, overlimits 4791 requeues 0)
+ backlog 1514b 1p requeues 0
+qdisc bfifo 10: parent 1:1 limit 10000000b
+ Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+qdisc ingress ffff: parent ffff:fff1 ----------------
+ Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+qdisc netem 20: parent 1:2 limit 1000 delay 20ms  2ms loss 1%
+ Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+"""
+TC_CLASS = """\
+class htb 1:1 root leaf 10: prio 0 rate 4Gbit ceil 4Gbit burst 2000000b cburst 1Mb
+ Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+ lended: 0 borrowed: 0 giants: 0
+ tokens: 62500 ctokens: 62500
+
+"""
+
+
+def test_parse_tc_show():
+    htb, bfifo, ingress, netem = parse_tc_show(TC_QDISC)
+    assert (htb.kind, htb.handle, htb.is_root, htb.sent_bytes, htb.dropped, htb.overlimits) == \
+        ("htb", "1:", True, 101211475, 3, 4791)
+    assert htb.backlog_bytes == 1514
+    assert (bfifo.parent, bfifo.limit) == ("1:1", "10000000b")
+    assert ingress.kind == "ingress" and not ingress.is_root
+    assert (netem.delay_s, netem.jitter_s, netem.loss_pct) == (pytest.approx(0.02), pytest.approx(0.002), 1.0)
+    (cls,) = parse_tc_show(TC_CLASS)
+    assert (cls.rate_bps, cls.ceil_bps, cls.burst_bytes) == (4 * 10**9, 4 * 10**9, 2_000_000)
+    (tbf,) = parse_tc_show("qdisc tbf 1: root refcnt 3 rate 123456Kbit burst 1024Kb lat 126ms \n")
+    assert (tbf.rate_bps, tbf.burst_bytes) == (123_456_000, 1 << 20)
+    assert parse_tc_show("qdisc noqueue 0: root refcnt 2 \n")[0].is_default
+    assert tc.parse_tc_rate("120563Kibit") == 120563 * 1024
+
+
+def test_verify_spots_a_wrong_rate():
+    p = prof(rate="4gbit")
+    qd = parse_tc_show(TC_QDISC)
+    assert verify(p, "htb", qd, parse_tc_show(TC_CLASS)) == []
+    assert "rate" in verify(prof(rate="2gbit"), "htb", qd, parse_tc_show(TC_CLASS))[0]
+    assert "expected tbf" in verify(p, "tbf", qd)[0]
+    assert verify(p, "htb", qd, []) == ["htb class 1:1 missing"]
+    assert "still installed" in verify(p, "none", qd)[0]
+    assert verify(p, "none", parse_tc_show("qdisc noqueue 0: root refcnt 2\n")) == []
+
+
+# -- apply / clear against the fake kernel ------------------------------------------------------
+
+def test_apply_tbf_egress_then_idempotent(kernel):
+    p = prof(rate="200mbit")
+    a = apply("eth0", p, choice=choose_backend(p, NO_NETEM, True), runner=kernel)
+    assert a.backend == "tbf" and a.left_to_app == frozenset() and a.egress[0].rate_bps == 200_000_000
+    first = kernel.commands()
+    kernel.calls.clear()
+    apply("eth0", p, choice=choose_backend(p, NO_NETEM, True), runner=kernel)
+    assert kernel.commands() == first == egress_commands("eth0", p, "tbf")
+
+
+def test_apply_htb_twice_keeps_the_root_the_kernel_cannot_change(kernel):
+    p = prof(rate="4gbit", direction="both")
+    choice = choose_backend(p, NO_NETEM, True, prefer=("htb",))
+    apply("eth0", p, choice=choice, runner=kernel)
+    kernel.calls.clear()
+    a = apply("eth0", prof(rate="2gbit", direction="both"), choice=choice, runner=kernel)
+    assert not any(c[:3] == ["tc", "qdisc", "replace"] and "root" in c for c in kernel.commands())
+    assert [c for c in kernel.commands() if c[1] == "class"][0][11] == "2000000000bit"
+    assert a.backend == "htb"
+
+
+def test_apply_switches_kinds_by_clearing_first(kernel):
+    p = prof(rate="200mbit")
+    apply("eth0", p, choice=choose_backend(p, NO_NETEM, True), runner=kernel)
+    kernel.calls.clear()
+    a = apply("eth0", p, choice=choose_backend(p, NO_NETEM, True, prefer=("htb",)), runner=kernel)
+    assert kernel.commands()[0] == ["tc", "qdisc", "del", "dev", "eth0", "root"]
+    assert a.backend == "htb"
+
+
+def test_apply_both_directions_creates_the_ifb_once(kernel):
+    p = prof(rate="200mbit", direction="both")
+    a = apply("eth0", p, choice=choose_backend(p, NO_NETEM, True), runner=kernel)
+    assert a.ifb_dev == "ifbeth0" and a.ingress[0].kind == "tbf"
+    assert ["ip", "link", "add", "name", "ifbeth0", "type", "ifb"] in kernel.commands()
+    kernel.calls.clear()
+    apply("eth0", p, choice=choose_backend(p, NO_NETEM, True), runner=kernel)
+    assert not any(c[:3] == ["ip", "link", "add"] for c in kernel.commands())
+    # egress-only now: the ingress redirect and the ifb go
+    kernel.calls.clear()
+    e = prof(rate="200mbit")
+    apply("eth0", e, choice=choose_backend(e, NO_NETEM, True), runner=kernel)
+    assert ["tc", "qdisc", "del", "dev", "eth0", "ingress"] in kernel.commands()
+    assert ["ip", "link", "del", "dev", "ifbeth0"] in kernel.commands()
+
+
+def test_apply_unshaped_clears_and_clear_is_idempotent(kernel):
+    p = prof(rate="1gbit", direction="both")
+    apply("eth0", p, choice=choose_backend(p, NO_NETEM, True), runner=kernel)
+    a = apply("eth0", load_profile("unshaped"), available=NO_NETEM, privileged=True, runner=kernel)
+    assert a.backend == "none"
+    assert ["tc", "qdisc", "del", "dev", "eth0", "root"] in a.commands
+    assert clear("eth0", runner=kernel) == []  # nothing left: nothing to do, no error
+
+
+def test_apply_leaves_delay_to_the_app_and_says_so(kernel):
+    wan = load_profile("wan-20ms")
+    a = apply("eth0", wan, available=NO_NETEM, privileged=True, runner=kernel)
+    assert a.backend == "tbf" and a.left_to_app == {"delay", "jitter"}
+    assert "left to the transport: delay, jitter" in a.summary()
+
+
+def test_apply_netem_when_the_kernel_has_it(kernel):
+    wan = load_profile("wan-20ms")
+    a = apply("eth0", wan, available=ALL, privileged=True, runner=kernel)
+    assert a.backend == "netem" and not a.left_to_app
+    assert [q.kind for q in a.egress] == ["htb", "netem"]
+
+
+def test_apply_unprivileged_runs_nothing(kernel):
+    a = apply("eth0", load_profile("1gbit"), privileged=False, runner=kernel)
+    assert a.backend == "app" and a.left_to_app == {"rate", "ingress"} and kernel.calls == []
+
+
+def test_apply_raises_when_the_read_back_differs(kernel):
+    p = prof(rate="200mbit")
+
+    def lying(cmd, netns=None, *, check=True):
+        if cmd[:2] == ["tc", "qdisc"] and "tbf" in cmd:
+            cmd = [("100000000bit" if c == "200000000bit" else c) for c in cmd]
+        return kernel(cmd, netns, check=check)
+
+    with pytest.raises(ShapingError, match="read back.*200mbit"):
+        apply("eth0", p, choice=choose_backend(p, NO_NETEM, True), runner=lying)
+
+
+def test_failed_command_raises_with_stderr(kernel):
+    p = prof(rate="200mbit")
+    with pytest.raises(tc.TcError, match='Cannot find device "nope"'):
+        apply("nope", p, choice=choose_backend(p, NO_NETEM, True), runner=kernel)
+
+
+def test_offloads(monkeypatch, kernel):
+    monkeypatch.setattr(tc.shutil, "which", lambda name: None)
+    assert "ethtool not installed" in tc.set_offloads("eth0", runner=kernel)
+    monkeypatch.setattr(tc.shutil, "which", lambda name: "/usr/sbin/" + name)
+    assert tc.set_offloads("eth0", runner=kernel) == "tso/gso/gro off"
+    assert kernel.calls[-1][1] == ["ethtool", "-K", "eth0", "tso", "off", "gso", "off", "gro", "off"]
+    p = prof(rate="200mbit")
+    a = apply("eth0", p, choice=choose_backend(p, NO_NETEM, True), offloads="off", runner=kernel)
+    assert a.offloads == "tso/gso/gro off"
+
+
+def test_run_cmd_reports_missing_tools(monkeypatch):
+    def missing(*a, **k):
+        raise FileNotFoundError
+
+    monkeypatch.setattr(tc.subprocess, "run", missing)
+    with pytest.raises(tc.ToolMissing, match="iproute2"):
+        tc.run_cmd(["tc", "qdisc", "show"])
+    assert tc.in_netns(["tc", "qdisc"], "ns1") == ["ip", "netns", "exec", "ns1", "tc", "qdisc"]
