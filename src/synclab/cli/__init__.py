@@ -41,9 +41,12 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
 
     from synclab.config import SpecError, load_spec
     from synclab.roles.launcher import LocalCluster, supervise
+    from synclab.roles.network import apply_to_spec, resolve_network
 
     try:
         s = load_spec(spec, set_)
+        net = resolve_network(s)
+        s = apply_to_spec(s, net)
     except SpecError as e:
         _fail(f"invalid spec: {e}")
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{s.strategy.name}"
@@ -51,11 +54,16 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(s.to_dict(), sort_keys=False))
     for stale in ("summary.json", "failure.json", "status.json"):
         (run_dir / stale).unlink(missing_ok=True)
-    cluster = LocalCluster(s, run_dir)
+    cluster = LocalCluster(s, run_dir, isolation=net.isolation)
     console.print(f"[bold]{s.name}[/]: strategy [cyan]{s.strategy.name}[/], model {s.model.name}, "
-                  f"{s.n_workers} worker(s), {s.n_ps} PS shard(s), isolation none (loopback), "
-                  f"network backend {'app' if (s.network.rate_bps or s.network.delay_s) else 'none'} -> {run_dir}")
-    cluster.start()
+                  f"{s.n_workers} worker(s), {s.n_ps} PS shard(s), {net.describe()} -> {run_dir}")
+    for note in net.notes:
+        console.print(f"  note: {note}")
+    try:
+        cluster.start()
+    except Exception as e:  # e.g. a namespace or tc step failed: nothing is left behind
+        cluster.terminate()
+        _fail(f"could not start the local cluster: {e}", 1)
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=False) as progress:
         task = progress.add_task("iterations", total=s.run.iterations)

@@ -31,12 +31,22 @@ class ClusterSpec(_Section):
 
 
 class NetworkSpec(_Section):
-    """Link shaping. ``profile`` names a file in netem/profiles; ``rate``/``delay`` set it inline."""
+    """Link emulation. ``profile`` names a file in netem/profiles (or is an inline mapping of one);
+    ``rate``/``delay`` are a shortcut for an egress-only inline profile.
 
-    profile: str | None = None
+    ``isolation``: ``netns`` (one network namespace per node, kernel shaping; root),
+    ``none`` (loopback, shaping in the transport) or ``auto`` (netns when this
+    machine allows it). ``backend`` and ``app_shaping`` are filled in by the
+    launcher (what shapes the links, and what the transport must emulate itself).
+    """
+
+    profile: str | dict[str, Any] | None = None
     rate: str | int | None = None
     delay: str | float | None = None
-    isolation: Literal["auto", "none", "netns"] = "none"
+    isolation: Literal["auto", "none", "netns"] = "auto"
+    interface: str = "eth0"
+    backend: Literal["auto", "netem", "htb", "tbf", "app", "none"] = "auto"
+    app_shaping: list[Literal["rate", "delay", "jitter"]] = Field(default_factory=list)
 
     @field_validator("rate")
     @classmethod
@@ -53,13 +63,43 @@ class NetworkSpec(_Section):
             parse_duration_s(v)
         return v
 
+    @model_validator(mode="after")
+    def _one_source(self):
+        if self.profile is not None and (self.rate is not None or self.delay is not None):
+            raise ValueError("set either network.profile or network.rate/delay, not both")
+        self.link_profile()  # validates the named or inline profile now, before any process starts
+        return self
+
+    def link_profile(self):
+        """The :class:`~synclab.netem.profile.LinkProfile` this spec asks for, or None (unshaped)."""
+        from synclab.netem.profile import load_profile, profile_from_mapping
+
+        if isinstance(self.profile, dict):
+            return profile_from_mapping(self.profile, name=self.profile.get("name", "inline"),
+                                        source="network.profile")
+        if isinstance(self.profile, str):
+            try:
+                return load_profile(self.profile)
+            except ValueError as e:
+                raise ValueError(f"network.profile: {e}") from None
+        if self.rate is None and self.delay is None:
+            return None
+        inline = {"name": "inline", "direction": "egress"}
+        if self.rate is not None:
+            inline["rate"] = self.rate
+        if self.delay is not None:
+            inline["delay"] = self.delay
+        return profile_from_mapping(inline, source="network.rate/delay")
+
     @property
     def rate_bps(self) -> int | None:
-        return None if self.rate is None else parse_rate_bps(self.rate)
+        p = self.link_profile()
+        return None if p is None else p.rate_bps
 
     @property
     def delay_s(self) -> float:
-        return 0.0 if self.delay is None else parse_duration_s(self.delay)
+        p = self.link_profile()
+        return 0.0 if p is None else p.delay_s
 
 
 class ModelSpec(_Section):

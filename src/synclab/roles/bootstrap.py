@@ -55,7 +55,26 @@ def join(role: str, index: int, coordinator: str, token: str, *, host: str, adve
     return Joined(client, reply.node, spec, run_dir, port, metrics, sampler)
 
 
-def shaper_for(spec: Spec) -> LinkShaper:
-    """The ``app`` backend: the transport shapes egress itself (rate and one-way delay)."""
-    return LinkShaper(rate_bps=spec.network.rate_bps, delay_s=spec.network.delay_s,
-                      chunk_bytes=spec.transport.chunk_bytes)
+def shaper_for(spec: Spec, role: str) -> LinkShaper:
+    """What the transport emulates itself (``network.app_shaping``): egress rate, delay, jitter."""
+    from synclab.roles.network import node_profile
+
+    p = node_profile(spec, role)
+    app = set(spec.network.app_shaping)
+    if p is None or not app:
+        return LinkShaper(chunk_bytes=spec.transport.chunk_bytes)
+    return LinkShaper(rate_bps=p.rate_bps if "rate" in app else None,
+                      delay_s=p.delay_s if "delay" in app else 0.0,
+                      jitter_s=p.jitter_s if "jitter" in app else 0.0, chunk_bytes=spec.transport.chunk_bytes)
+
+
+def report_network(spec: Spec, role: str, metrics: NodeMetrics) -> None:
+    """Export the backend and the configured rate of this node's link."""
+    from synclab.roles.network import node_profile
+
+    metrics.set_backend(spec.network.backend)
+    p = node_profile(spec, role)
+    if p is not None and p.rate_bps:
+        for direction in ("egress", "ingress"):
+            if (p.shapes_egress if direction == "egress" else p.shapes_ingress):
+                metrics.set_link_rate(direction, p.rate_bps)

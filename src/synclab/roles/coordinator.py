@@ -250,6 +250,10 @@ def build_summary(job: JobState, rows: list[dict]) -> dict:
         "bytes_sent": bytes_sent,
         "bytes_received": bytes_received,
         "network_backend": job.network_backend,
+        "network_isolation": spec.network.isolation,
+        "network_profile": spec.network.profile if isinstance(spec.network.profile, (str, type(None)))
+        else spec.network.profile.get("name"),
+        "network_app_shaping": spec.network.app_shaping,
         "link_rate_bps": job.link_rate_bps,
         "initial_loss": sum(losses[its[0]]) / len(losses[its[0]]) if its else None,
         "final_loss": sum(losses[its[-1]]) / len(losses[its[-1]]) if its else None,
@@ -260,8 +264,8 @@ def build_summary(job: JobState, rows: list[dict]) -> dict:
 
 
 def network_backend(spec: Spec) -> str:
-    """Which mechanism shapes the links in a local run without kernel shaping."""
-    return "app" if (spec.network.rate_bps or spec.network.delay_s) else "none"
+    """What shapes the links (resolved by the launcher; ``auto`` only when a node set was started by hand)."""
+    return spec.network.backend
 
 
 def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metrics_port: int = 0,

@@ -46,11 +46,42 @@ class Child:
 
 @dataclass
 class LocalCluster:
+    """The processes of one job on this machine; with ``netns`` isolation each in its own namespace."""
+
     spec: Spec
     run_dir: Path
+    isolation: str = "none"
     host: str = "127.0.0.1"
     children: list[Child] = field(default_factory=list)
     token: str = field(default_factory=lambda: secrets.token_hex(16))
+    netns: object | None = None   # a NetnsCluster while one is up
+
+    def node_names(self) -> list[tuple[str, str]]:
+        return ([("coordinator", "coordinator")] + [(f"ps{i}", "ps") for i in range(self.spec.n_ps)]
+                + [(f"worker{r}", "worker") for r in range(self.spec.n_workers)])
+
+    def _build_netns(self) -> None:
+        from synclab.netem.netns import NetnsCluster, Topology
+
+        names = self.node_names()
+        kernel = self.spec.network.backend in ("netem", "htb", "tbf")
+        topo = Topology.star([n for n, _ in names], roles=dict(names), host_address=True,
+                             profile=self.spec.network.link_profile() if kernel else None)
+        self.netns = NetnsCluster(topo)
+        self.netns.up()
+        (self.run_dir / "network.json").write_text(json.dumps({
+            "isolation": "netns", "bridge": topo.bridge, "subnet": str(topo.subnet),
+            "nodes": {n.name: {"address": n.address, "netns": topo.netns(n.name),
+                               "backend": (a.backend if (a := self.netns.applied.get(n.name)) else "none"),
+                               "left_to_transport": sorted(a.left_to_app) if a else []}
+                      for n in topo.nodes},
+            "notes": self.netns.notes}, indent=2) + "\n")
+
+    def _where(self, name: str) -> tuple[list[str], str]:
+        """(argv prefix, address) of a node."""
+        if self.netns is None:
+            return [], self.host
+        return self.netns.exec_prefix(name), self.netns.address(name)
 
     def _spawn(self, name: str, args: list[str]) -> Child:
         logs = self.run_dir / "logs"
@@ -58,22 +89,27 @@ class LocalCluster:
         log_path = logs / f"{name}.log"
         env = dict(os.environ, SYNCLAB_TOKEN=self.token, PYTHONUNBUFFERED="1")
         with log_path.open("wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "synclab", *args], stdout=out, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True, preexec_fn=_die_with_parent)
+            prefix, _ = self._where(name)
+            proc = subprocess.Popen([*prefix, sys.executable, "-m", "synclab", *args], stdout=out,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
         child = Child(name, proc, log_path)
         self.children.append(child)
         return child
 
     def start(self) -> str:
-        port = free_port(self.host)
-        address = f"{self.host}:{port}"
+        if self.isolation == "netns":
+            self._build_netns()
+        _, coord_host = self._where("coordinator")
+        port = free_port(self.host) if self.netns is None else 50051
+        address = f"{coord_host}:{port}"
         self._spawn("coordinator", ["coordinator", "--spec", str(self.run_dir / "spec.yaml"), "--run-dir",
                                     str(self.run_dir), "--listen", address])
-        common = ["--coordinator", address, "--host", self.host, "--advertise", self.host]
-        for i in range(self.spec.n_ps):
-            self._spawn(f"ps{i}", ["ps", "--shard", str(i), *common])
-        for r in range(self.spec.n_workers):
-            self._spawn(f"worker{r}", ["worker", "--rank", str(r), *common])
+        for name, role in self.node_names()[1:]:
+            _, host = self._where(name)
+            index = name.removeprefix(role)
+            self._spawn(name, [role, "--shard" if role == "ps" else "--rank", index, "--coordinator", address,
+                               "--host", host, "--advertise", host])
         self.address = address
         return address
 
@@ -109,6 +145,9 @@ class LocalCluster:
                 c.proc.wait()
         if hasattr(self, "_channel"):
             self._channel.close()
+        if self.netns is not None:
+            self.netns.down()
+            self.netns = None
 
     def exit_codes(self) -> dict[str, int | None]:
         return {c.name: c.proc.poll() for c in self.children}

@@ -1,4 +1,11 @@
-"""``synclab ps --shard I``: one parameter-server shard process."""
+"""``synclab ps --shard I``: one parameter-server shard process.
+
+The strategy's plan sets the shard's behaviour: ``server_mode`` (see
+:data:`synclab.ps.shard.SERVER_MODES`), ``serve_order`` (process arrivals as
+they come, or highest priority first: P3 §4.2) and ``max_ahead``. Outgoing
+links always use the priority policy: priorities are data stamped by the plan's
+partitions, and where they are all equal (the ``ps`` baseline) the order is FIFO.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,9 @@ import time
 import grpc
 
 from synclab.plans.sharding import Partition
+from synclab.ps.serve_queue import make_serve_queue
 from synclab.ps.shard import PushRejected, Shard
-from synclab.roles.bootstrap import join, shaper_for
+from synclab.roles.bootstrap import join, report_network, shaper_for
 from synclab.transport.node import NodeTransport
 from synclab.wire import pb
 
@@ -25,7 +33,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
     failure: list[str] = []
 
     def on_message(msg):
-        holder["shard"].handle(msg)
+        holder["serve"].put(msg)
 
     def on_error(peer, err):
         failure.append(f"stream with {peer} failed: {err}")
@@ -37,11 +45,12 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         except PushRejected as e:
             context.abort(grpc.StatusCode.NOT_FOUND, str(e))
 
-    transport = NodeTransport(j.name, token, on_message=on_message, on_error=on_error, policy="fifo",
+    transport = NodeTransport(j.name, token, on_message=on_message, on_error=on_error, policy="priority",
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
-                              shaper=shaper_for(spec), meter=j.metrics,
+                              shaper=shaper_for(spec, "ps"), meter=j.metrics,
                               connect_timeout_s=spec.run.connect_timeout_s)
     transport.serve(host, j.port, ps=True, pull_handler=pull)
+    report_network(spec, "ps", j.metrics)
     client = j.client
     ok, message = False, ""
     try:
@@ -49,10 +58,19 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         workers = [n.name for n in nodes if n.role == pb.WORKER]
         plan = client.plan(timeout=spec.run.connect_timeout_s * 4)
         parts = [Partition(**p) for p in plan["partitions"]]
-        holder["shard"] = Shard(j.node.index, parts, workers, lr=spec.optimizer.lr, momentum=spec.optimizer.momentum,
-                                weight_decay=spec.optimizer.weight_decay, mode=plan.get("server_mode", "notify-pull"),
-                                send=lambda w, m: transport.reverse_link(w, spec.run.connect_timeout_s).send(m),
-                                on_aggregated=j.metrics.observe_aggregation)
+        holder["shard"] = shard = Shard(j.node.index, parts, workers, lr=spec.optimizer.lr,
+                                        momentum=spec.optimizer.momentum, weight_decay=spec.optimizer.weight_decay,
+                                        mode=plan.get("server_mode", "notify-pull"), max_ahead=plan.get("max_ahead", 1),
+                                        send=lambda w, m: transport.reverse_link(w, spec.run.connect_timeout_s).send(m),
+                                        on_aggregated=j.metrics.observe_aggregation)
+
+        def refuse(msg, err):
+            """What the transport does for an inline handler's error: refuse the sender's stream."""
+            failure.append(f"refused a message from {msg.sender}: {err}")
+            log.warning("%s: %s", j.name, failure[-1])
+            transport.reverse_link(msg.sender, spec.run.connect_timeout_s).close(err, abort=True)
+
+        holder["serve"] = make_serve_queue(plan.get("serve_order", "arrival"), shard.handle, refuse)
         client.start_heartbeat(spec.run.heartbeat_s, on_stop=lambda r: failure.append(r))
         n_nodes = len(nodes)
         client.barrier("connected", n_nodes)
@@ -61,6 +79,8 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         client.barrier("ready", n_nodes)
         client.barrier("start", n_nodes)
         client.barrier("end", n_nodes)
+        if not shard.wait_settled(spec.run.iterations, spec.run.connect_timeout_s):
+            raise TimeoutError(f"{j.name}: pushes or pulls of the last iterations did not arrive")
         ok = not failure
         message = "; ".join(failure)
     except Exception as e:  # reported to the coordinator, then re-raised for the exit code
@@ -70,6 +90,8 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         sent = _per_peer(j.metrics, "sent")
         received = _per_peer(j.metrics, "received")
         client.done(ok, message, sent, received)
+        if "serve" in holder:
+            holder["serve"].close()
         transport.close()
         client.close()
         j.sampler.stop()

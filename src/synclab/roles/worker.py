@@ -16,7 +16,7 @@ from synclab.compute.engine import CommFailed, Engine
 from synclab.compute.events import EventLog
 from synclab.data import make_dataset
 from synclab.models import build_model, model_input_spec
-from synclab.roles.bootstrap import join, shaper_for
+from synclab.roles.bootstrap import join, report_network, shaper_for
 from synclab.roles.client import JobAborted
 from synclab.strategies import WorkerContext, registry
 from synclab.transport.inbox import Inbox
@@ -70,11 +70,9 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
 
     transport = NodeTransport(j.name, token, on_message=inbox.deliver, on_error=on_error, policy=cls.send_policy,
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
-                              shaper=shaper_for(spec), meter=metrics, connect_timeout_s=spec.run.connect_timeout_s)
+                              shaper=shaper_for(spec, "worker"), meter=metrics, connect_timeout_s=spec.run.connect_timeout_s)
     transport.serve(host, j.port, peer=True)
-    metrics.set_backend("app" if shaper_for(spec).active else "none")
-    if spec.network.rate_bps:
-        metrics.set_link_rate("egress", spec.network.rate_bps)
+    report_network(spec, "worker", metrics)
     ok, message = False, ""
     current = [-1]
     try:
@@ -107,6 +105,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         strategy.setup()
         client.barrier("ready", n_nodes)
         _train(spec, engine, strategy, client, metrics, dataset_for(spec), current, n_nodes)
+        strategy.on_train_end()
         events.write(j.run_dir / f"events-{j.name}.csv")
         if rank == 0:
             torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, j.run_dir / "params.pt")

@@ -12,6 +12,7 @@ chunk for the one-way delay before gRPC sees it.
 from __future__ import annotations
 
 import collections
+import random
 import threading
 import time
 from concurrent.futures import Future
@@ -83,24 +84,32 @@ class Link:
         if self.shaper.delay_s <= 0:
             yield from self._paced()
             return
-        yield from _DelayLine(self._paced(), self.shaper.delay_s, self.owner, self.peer)
+        yield from _DelayLine(self._paced(), self.shaper.delay_s, self.owner, self.peer, self.shaper.jitter_s)
 
 
 class _DelayLine:
-    """Release each frame ``delay_s`` after it left the pacer; a thread keeps the pipe full."""
+    """Release each frame ``delay_s`` (± uniform ``jitter_s``) after it left the pacer, in order.
 
-    def __init__(self, source: Iterator[pb.Frame], delay_s: float, owner: str, peer: str):
-        self._source, self._delay_s = source, delay_s
+    Like netem without reordering, a frame never overtakes the one before it: its
+    release time is at least the previous frame's. A thread keeps the pipe full.
+    """
+
+    def __init__(self, source: Iterator[pb.Frame], delay_s: float, owner: str, peer: str, jitter_s: float = 0.0):
+        self._source, self._delay_s, self._jitter_s = source, delay_s, jitter_s
+        self._rng = random.Random()
         self._q: collections.deque = collections.deque()
         self._cv = threading.Condition()
         self._done = False
         threading.Thread(target=self._pump, name=f"delay-{owner}-{peer}", daemon=True).start()
 
     def _pump(self) -> None:
+        last = 0.0
         try:
             for frame in self._source:
+                d = self._delay_s + (self._rng.uniform(-self._jitter_s, self._jitter_s) if self._jitter_s else 0.0)
+                last = max(last, time.monotonic() + d)
                 with self._cv:
-                    self._q.append((time.monotonic() + self._delay_s, frame))
+                    self._q.append((last, frame))
                     self._cv.notify()
         finally:
             with self._cv:

@@ -51,9 +51,12 @@ class LinkShaper:
     """Shaping applied by the transport: a shared token bucket (may be None) and a one-way delay."""
 
     def __init__(self, rate_bps: float | None = None, delay_s: float = 0.0, burst_bytes: int | None = None,
-                 chunk_bytes: int = 1 << 20):
-        if delay_s < 0:
-            raise ValueError(f"delay_s must not be negative, got {delay_s}")
+                 chunk_bytes: int = 1 << 20, jitter_s: float = 0.0):
+        if delay_s < 0 or jitter_s < 0:
+            raise ValueError(f"delay_s and jitter_s must not be negative, got {delay_s}, {jitter_s}")
+        if jitter_s > delay_s:
+            raise ValueError(f"jitter_s ({jitter_s}) must not exceed delay_s ({delay_s})")
+        self.jitter_s = jitter_s
         self._burst_bytes, self._chunk_bytes = burst_bytes, chunk_bytes
         self.bucket = TokenBucket(rate_bps, self._burst(rate_bps)) if rate_bps else None
         self.delay_s = delay_s

@@ -1,0 +1,136 @@
+"""``synclab plan``: merge plans and predicted iteration times from a model profile, without a cluster.
+
+``synclab plan mgwfbp`` reads a model profile (the JSON of the model-zoo
+issue: ``forward_seconds`` and, per tensor in forward order, ``params`` and
+``backward_seconds``), takes the all-reduce cost T(M) = a + b·M with M in bytes
+(a float32 tensor of p params costs a + b·4p), and prints the MG-WFBP merge
+plan — Algorithm 1 (``--algorithm paper``) or the exact minimum of eq. 24
+(``--algorithm optimal``) — with the iteration time eq. 8 predicts for WFBP,
+eq. 9 for SyncEASGD, and eq. 8 over merged groups (eq. 24) for the plan.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import typer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.console import Console
+from rich.markup import escape
+
+from synclab.plans.mgwfbp import (
+    CostModel,
+    algorithm1,
+    iteration_time,
+    optimal_plan,
+    synceasgd_plan,
+    wfbp_plan,
+)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Plan without a cluster: merge plans and predicted times from a model profile.")
+console = Console(stderr=True, soft_wrap=True)
+
+FLOAT32_BYTES = 4
+
+
+@app.callback()
+def plan() -> None:
+    """Plan without a cluster: merge plans and predicted times from a model profile."""
+
+
+class Algorithm(str, Enum):
+    paper = "paper"
+    optimal = "optimal"
+
+
+class TensorProfile(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str
+    params: int = Field(ge=0)
+    backward_seconds: float = Field(ge=0, allow_inf_nan=False)
+
+
+class MgwfbpProfile(BaseModel):
+    """The fields of a model profile that MG-WFBP plans from; other fields are allowed and ignored."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    forward_seconds: float = Field(ge=0, allow_inf_nan=False)
+    tensors: list[TensorProfile] = Field(min_length=1)
+
+
+class ProfileError(ValueError):
+    """A profile that is missing, unreadable or malformed; the message names the file and the field."""
+
+
+def load_mgwfbp_profile(path: Path) -> MgwfbpProfile:
+    if not path.is_file():
+        raise ProfileError(f"profile {path} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ProfileError(f"profile {path}: not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"profile {path}: must be a JSON object with forward_seconds and tensors")
+    try:
+        return MgwfbpProfile.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+            problems.append(f"{field}: {'missing' if err['type'] == 'missing' else err['msg']}")
+        raise ProfileError(f"profile {path}: {'; '.join(problems)}") from None
+
+
+def mgwfbp_answer(profile: MgwfbpProfile, cost: CostModel, algorithm: Algorithm) -> dict:
+    """``merged`` (forward order), ``groups`` (in the order sent) and ``iteration_seconds`` per strategy."""
+    t_f = profile.forward_seconds
+    t_b = [t.backward_seconds for t in profile.tensors]
+    sizes = [FLOAT32_BYTES * t.params for t in profile.tensors]
+    find = algorithm1 if algorithm is Algorithm.paper else optimal_plan
+    plan = find(t_f, t_b, sizes, cost)
+    return {
+        "merged": list(plan.merged_flags()),
+        "groups": [list(g) for g in plan.groups],
+        "iteration_seconds": {
+            "wfbp": iteration_time(wfbp_plan(len(sizes)), t_f, t_b, sizes, cost),
+            "synceasgd": iteration_time(synceasgd_plan(len(sizes)), t_f, t_b, sizes, cost),
+            "mgwfbp": iteration_time(plan, t_f, t_b, sizes, cost),
+        },
+    }
+
+
+@app.command("mgwfbp")
+def mgwfbp(profile: Path = typer.Option(..., "--profile", help="Model profile JSON (forward order)."),
+           a: float = typer.Option(..., "--a", help="All-reduce start-up time a, seconds."),
+           b: float = typer.Option(..., "--b", help="All-reduce time per byte b, seconds per byte."),
+           algorithm: Algorithm = typer.Option(Algorithm.paper, "--algorithm",
+                                               help="paper: Algorithm 1 as printed; optimal: exact minimum of eq. 24."),
+           as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON.")):
+    """MG-WFBP merge plan and predicted iteration times (WFBP, SyncEASGD, MG-WFBP) for a profiled model."""
+    try:
+        cost = CostModel(a=a, b=b)
+    except ValueError as e:
+        _fail(str(e).replace("CostModel.a", "--a").replace("CostModel.b", "--b"))
+    try:
+        prof = load_mgwfbp_profile(profile)
+    except ProfileError as e:
+        _fail(str(e))
+    answer = mgwfbp_answer(prof, cost, algorithm)
+    if as_json:
+        typer.echo(json.dumps(answer))
+        return
+    merged = answer["merged"]
+    typer.echo(f"{'#':>4}  {'tensor':40s} {'params':>12} {'t_b (s)':>10}  merged")
+    for i, t in enumerate(prof.tensors):
+        typer.echo(f"{i:>4}  {t.name[:40]:40s} {t.params:>12d} {t.backward_seconds:>10.3g}  {'yes' if merged[i] else ''}")
+    typer.echo(f"{len(answer['groups'])} all-reduce(s) per iteration ({algorithm.value}); predicted iteration time:")
+    for name, seconds in answer["iteration_seconds"].items():
+        typer.echo(f"  {name:10s} {seconds * 1e3:10.3f} ms")
+
+
+def _fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(2)

@@ -1,0 +1,77 @@
+"""``synclab plan stanza``: Stanza's node assignment and the PS baseline's, from a model profile, no cluster.
+
+Stanza (Wu et al.): n_f maximising throughput_s = n_c K / t_s (eq. 4) with
+t_s from eq. 2–3, subject to n_c + n_f = N (eq. 5) and n_f <= n_c — the same
+search the ``stanza`` strategy runs (:func:`synclab.strategies.stanza.assign_nodes`).
+PS: n_s maximising throughput_ps = n_w K / t_ps (eq. 6–7) subject to
+n_w + n_s = N (§7.1). Values are 4 bytes; ``--bandwidth`` is B, each node's link.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def stanza_answer(profile_path: Path, nodes: int, bandwidth_bps: float) -> dict:
+    """The ``--json`` answer; raises ``ProfileError`` (a ``ValueError``) naming a bad profile field."""
+    from synclab.plans.stanza import choose_ps_servers, ps_iteration_time, ps_throughput
+    from synclab.plans.stanza import stanza_iteration_time, stanza_throughput
+    from synclab.strategies.stanza import assign_nodes, read_profile
+
+    boundary = read_profile(profile_path)
+    stanza, ps = boundary.stanza(bandwidth_bps), boundary.ps(bandwidth_bps)
+    n_f = assign_nodes(nodes, stanza)
+    n_c = nodes - n_f
+    n_s = choose_ps_servers(nodes, ps)
+    n_w = nodes - n_s
+    return {
+        "conv_workers": n_c,
+        "fc_workers": n_f,
+        "iteration_seconds": stanza_iteration_time(n_c, n_f, stanza),
+        "throughput_samples_per_s": stanza_throughput(n_c, n_f, stanza),
+        "ps": {
+            "workers": n_w,
+            "servers": n_s,
+            "iteration_seconds": ps_iteration_time(n_w, n_s, ps),
+            "throughput_samples_per_s": ps_throughput(n_w, n_s, ps),
+        },
+    }
+
+
+def _refuse(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def plan_stanza(
+    profile: Path = typer.Option(..., "--profile", help="Model profile JSON (its 'boundary' and 'batch_size')."),
+    nodes: int = typer.Option(..., "--nodes", help="N: nodes to split into CONV and FC workers (and PS workers and servers)."),
+    bandwidth: str = typer.Option(..., "--bandwidth", help="B: each node's link rate, e.g. 10gbit."),
+    as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
+) -> None:
+    """Stanza's CONV/FC split (eq. 2–5) and the PS worker/server split (eq. 6–7) for N nodes."""
+    from synclab.config.units import parse_rate_bps
+
+    if nodes < 2:
+        _refuse(f"--nodes must be at least 2 (a CONV and an FC worker), got {nodes}")
+    try:
+        bandwidth_bps = parse_rate_bps(bandwidth)
+    except ValueError as e:
+        _refuse(f"--bandwidth: {e}")
+    if bandwidth_bps <= 0:
+        _refuse(f"--bandwidth must be > 0, got {bandwidth!r}")
+    try:
+        answer = stanza_answer(profile, nodes, bandwidth_bps)
+    except ValueError as e:  # ProfileError names the field
+        _refuse(str(e))
+    if as_json:
+        typer.echo(json.dumps(answer, indent=2))
+        return
+    ps = answer["ps"]
+    typer.echo(f"stanza  {answer['conv_workers']} CONV + {answer['fc_workers']} FC workers: "
+               f"{answer['iteration_seconds']:.6g} s/iteration, {answer['throughput_samples_per_s']:.6g} samples/s")
+    typer.echo(f"ps      {ps['workers']} workers + {ps['servers']} servers: "
+               f"{ps['iteration_seconds']:.6g} s/iteration, {ps['throughput_samples_per_s']:.6g} samples/s")
