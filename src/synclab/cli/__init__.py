@@ -160,6 +160,67 @@ def worker(rank: int = typer.Option(-1, "--rank", help="Worker rank (-1: assigne
 
 
 @app.command()
+def shape(profile: str = typer.Option(..., "--profile", help="Profile name or YAML file."),
+          node: Optional[str] = typer.Option(None, "--node", help="Only this node (e.g. worker1)."),
+          role: Optional[str] = typer.Option(None, "--role", help="Only this role (worker, ps)."),
+          run_dir: Optional[Path] = typer.Option(None, "--run", help="Run directory of a local job (has control.json)."),
+          coordinator_addr: Optional[str] = typer.Option(None, "--coordinator", envvar="SYNCLAB_COORDINATOR"),
+          token: Optional[str] = typer.Option(None, "--token", envvar="SYNCLAB_TOKEN")):
+    """Change the links of a running job (through its coordinator), e.g. `synclab shape --profile 4gbit`."""
+    import json as _json
+
+    from synclab.netem.profile import ProfileError, load_profile
+    from synclab.wire import pb, rpc
+    from synclab.wire.channels import open_channel
+
+    if node and role:
+        _fail("give --node or --role, not both")
+    try:
+        p = load_profile(profile)
+    except ProfileError as e:
+        _fail(str(e))
+    if run_dir is not None:
+        ctl = run_dir / "control.json"
+        if not ctl.is_file():
+            _fail(f"{ctl} is missing: is {run_dir} the directory of a running local job?")
+        info = _json.loads(ctl.read_text())
+        coordinator_addr, token = info["coordinator"], info["token"]
+    if not coordinator_addr or not token:
+        _fail("say which job: --run DIR, or --coordinator host:port with SYNCLAB_TOKEN set")
+    import grpc
+
+    stub = rpc.CoordinatorStub(open_channel(coordinator_addr, token, "cli"))
+    try:
+        reply = stub.Control(pb.ControlCommand(kind="shape", target=node or role or "",
+                                               args_json=_json.dumps({"profile": p.model_dump(mode="json")})),
+                             timeout=10)
+    except grpc.RpcError as e:
+        _fail(f"could not reach the coordinator at {coordinator_addr}: {e.details()}", 1)
+    if not reply.accepted:
+        _fail(reply.message, 1)
+    console.print(reply.message)
+
+
+@app.command()
+def profiles(names: list[str] = typer.Argument(None, help="Profiles to show (default: all)."),
+             as_json: bool = typer.Option(False, "--json")):
+    """List the link profiles (netem/profiles) with their values and the backend this machine would use."""
+    from synclab.netem.cli import profiles_command
+
+    raise typer.Exit(profiles_command(names or [], as_json=as_json))
+
+
+@app.command()
+def cleanup(force: bool = typer.Option(False, "--force", help="Also remove clusters whose owner still runs.")):
+    """Remove namespaces, veths, bridges, ifbs and rules left by a crashed run."""
+    from synclab.netem.cli import cleanup_command
+
+    from synclab.netem.netns import PREFIX_BASE
+
+    raise typer.Exit(cleanup_command(PREFIX_BASE, force=force))
+
+
+@app.command()
 def strategies():
     """List the registered strategies."""
     from synclab.strategies import registry

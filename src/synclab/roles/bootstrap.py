@@ -78,3 +78,33 @@ def report_network(spec: Spec, role: str, metrics: NodeMetrics) -> None:
         for direction in ("egress", "ingress"):
             if (p.shapes_egress if direction == "egress" else p.shapes_ingress):
                 metrics.set_link_rate(direction, p.rate_bps)
+
+
+def reshaper(spec: Spec, role: str, node: str, shaper: LinkShaper, metrics: NodeMetrics):
+    """The heartbeat's handler for ``shape`` commands: re-apply tc on this node's own link
+    (netns or container, kernel backends) or retune the transport's token bucket (app)."""
+    from synclab.netem.profile import profile_from_mapping, resolve_for_role
+
+    def handle(cmd) -> None:
+        if cmd.kind != "shape":
+            return
+        try:
+            profile = resolve_for_role(profile_from_mapping(json.loads(cmd.args_json)["profile"]), role)
+            if spec.network.backend in ("netem", "htb", "tbf"):
+                from synclab.netem import tc
+                from synclab.netem.netns import NODE_IFB
+
+                ifb = NODE_IFB if spec.network.isolation == "netns" else None
+                applied = tc.apply(spec.network.interface, profile, ifb_dev=ifb, privileged=True)
+                if "rate" in applied.left_to_app:
+                    shaper.set_rate(profile.rate_bps)
+                log.info("%s reshaped %s: %s via %s", node, spec.network.interface, profile.name, applied.backend)
+            else:
+                shaper.set_rate(profile.rate_bps)
+                log.info("%s reshaped its transport token bucket: %s", node, profile.name)
+            for direction, on in (("egress", profile.shapes_egress), ("ingress", profile.shapes_ingress)):
+                metrics.set_link_rate(direction, profile.rate_bps if (on and profile.rate_bps) else 0)
+        except Exception:  # a failed reshape must be visible but must not kill training
+            log.exception("%s: reshape failed", node)
+
+    return handle

@@ -169,7 +169,35 @@ class CoordinatorService(rpc.CoordinatorServicer):
         if request.kind == "stop":
             self.fail(f"stopped by a user ({request.args_json or 'no reason given'})")
             return pb.ControlReply(accepted=True, message="stopping")
+        if request.kind == "shape":
+            return self._shape(request)
         return pb.ControlReply(accepted=False, message=f"unknown control command {request.kind!r}")
+
+    def _shape(self, request: pb.ControlCommand) -> pb.ControlReply:
+        """Queue a reshape for the targeted nodes; each applies it on its next heartbeat."""
+        from synclab.netem.profile import ProfileError, profile_from_mapping
+
+        try:
+            profile = profile_from_mapping(json.loads(request.args_json).get("profile"), source="shape")
+        except (ProfileError, ValueError, AttributeError) as e:
+            return pb.ControlReply(accepted=False, message=f"invalid profile: {e}")
+        with self.cv:
+            if self.job.state != "running":
+                return pb.ControlReply(accepted=False, message=f"the job is {self.job.state}, not running")
+            nodes = [n for n in self.job.nodes.values()
+                     if request.target in ("", n.name, pb.Role.Name(n.role).lower())]
+            if not nodes:
+                return pb.ControlReply(accepted=False, message=f"no node or role named {request.target!r}; nodes: "
+                                                               f"{', '.join(sorted(self.job.nodes))}")
+            for n in nodes:
+                self.job.commands.setdefault(n.name, []).append(request)
+            with (self.job.run_dir / "network-changes.csv").open("a") as f:
+                if f.tell() == 0:
+                    f.write("wall_time,target,profile,rate_bps,nodes\n")
+                f.write(f"{time.time():.3f},{request.target or 'all'},{profile.name},{profile.rate_bps or ''},"
+                        f"{' '.join(sorted(n.name for n in nodes))}\n")
+        return pb.ControlReply(accepted=True, message=f"reshaping {', '.join(sorted(n.name for n in nodes))} "
+                                                      f"to {profile.name or 'inline'} within a heartbeat")
 
     def Status(self, request, context):
         with self.cv:

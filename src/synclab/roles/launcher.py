@@ -111,6 +111,9 @@ class LocalCluster:
             self._spawn(name, [role, "--shard" if role == "ps" else "--rank", index, "--coordinator", address,
                                "--host", host, "--advertise", host])
         self.address = address
+        control = self.run_dir / "control.json"  # lets `synclab shape --run DIR` reach the job
+        control.touch(mode=0o600)
+        control.write_text(json.dumps({"coordinator": address, "token": self.token}) + "\n")
         return address
 
     def coordinator_stub(self) -> rpc.CoordinatorStub:
@@ -158,6 +161,11 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
     """Wait for the job; returns the status record (also written to status.json)."""
     coordinator = cluster.children[0]
     status = {"status": "ok", "reason": ""}
+
+    def on_sigterm(signum, frame):  # `kill`, `timeout` and container stops end the job like Ctrl-C does
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         while True:
             rc = coordinator.proc.poll()
@@ -188,9 +196,10 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
                 except subprocess.TimeoutExpired:
                     pass
     except KeyboardInterrupt:
-        cluster.stop_job("interrupted by the user (Ctrl-C)")
-        status = {"status": "interrupted", "reason": "interrupted by the user (Ctrl-C)"}
+        cluster.stop_job("interrupted by the user (Ctrl-C or SIGTERM)")
+        status = {"status": "interrupted", "reason": "interrupted by the user (Ctrl-C or SIGTERM)"}
     finally:
+        signal.signal(signal.SIGTERM, previous)
         cluster.terminate()
         status["exit_codes"] = cluster.exit_codes()
         status["pids"] = {c.name: c.proc.pid for c in cluster.children}

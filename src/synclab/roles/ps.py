@@ -17,7 +17,7 @@ import grpc
 from synclab.plans.sharding import Partition
 from synclab.ps.serve_queue import make_serve_queue
 from synclab.ps.shard import PushRejected, Shard
-from synclab.roles.bootstrap import join, report_network, shaper_for
+from synclab.roles.bootstrap import join, report_network, reshaper, shaper_for
 from synclab.transport.node import NodeTransport
 from synclab.wire import pb
 
@@ -71,7 +71,8 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
             transport.reverse_link(msg.sender, spec.run.connect_timeout_s).close(err, abort=True)
 
         holder["serve"] = make_serve_queue(plan.get("serve_order", "arrival"), shard.handle, refuse)
-        client.start_heartbeat(spec.run.heartbeat_s, on_stop=lambda r: failure.append(r))
+        client.start_heartbeat(spec.run.heartbeat_s, on_stop=lambda r: failure.append(r),
+                               on_command=reshaper(spec, "ps", j.name, transport.shaper, j.metrics))
         n_nodes = len(nodes)
         client.barrier("connected", n_nodes)
         if not holder["shard"].initialized.wait(spec.run.connect_timeout_s * 4):

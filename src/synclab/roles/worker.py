@@ -16,7 +16,7 @@ from synclab.compute.engine import CommFailed, Engine
 from synclab.compute.events import EventLog
 from synclab.data import make_dataset
 from synclab.models import build_model, model_input_spec
-from synclab.roles.bootstrap import join, report_network, shaper_for
+from synclab.roles.bootstrap import join, report_network, reshaper, shaper_for
 from synclab.roles.client import JobAborted
 from synclab.strategies import WorkerContext, registry
 from synclab.transport.inbox import Inbox
@@ -77,7 +77,8 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     current = [-1]
     try:
         nodes = client.cluster(timeout=spec.run.connect_timeout_s)
-        client.start_heartbeat(spec.run.heartbeat_s, on_stop=on_stop, iteration=lambda: current[0])
+        client.start_heartbeat(spec.run.heartbeat_s, on_stop=on_stop, iteration=lambda: current[0],
+                               on_command=reshaper(spec, "worker", j.name, transport.shaper, metrics))
         workers = {n.index: n for n in nodes if n.role == pb.WORKER}
         shards = {n.index: n for n in nodes if n.role == pb.PS}
         world = len(workers)
