@@ -67,15 +67,15 @@ class Link:
         self.scheduler.close(error)
 
     def _paced(self) -> Iterator[pb.Frame]:
-        bucket = self.shaper.bucket
         while True:
+            backlogged = self.scheduler.queued_bytes > 0
             frame = self.scheduler.next_frame()
             if frame is None:
                 return
             n = len(frame.payload)
             bucket = self.shaper.bucket
             if bucket is not None:
-                bucket.consume(n + FRAME_OVERHEAD_BYTES)
+                bucket.consume(n + FRAME_OVERHEAD_BYTES, backlogged)
             self.bytes_sent += n
             self.meter.add_sent(self.peer, KIND_NAMES[frame.header.kind], n)
             yield frame

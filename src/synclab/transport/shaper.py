@@ -11,6 +11,9 @@ import threading
 import time
 
 
+CATCH_UP_S = 0.05
+
+
 class TokenBucket:
     """Classic token bucket: ``rate_bps`` bits/s refill, ``burst_bytes`` depth.
 
@@ -33,11 +36,17 @@ class TokenBucket:
             self._tokens = float(self.burst_bytes)
             self._last = self._clock()
 
-    def consume(self, nbytes: int) -> float:
-        """Take ``nbytes`` tokens, sleeping while the bucket is in debt; returns the time waited."""
+    def consume(self, nbytes: int, backlogged: bool = False) -> float:
+        """Take ``nbytes`` tokens, sleeping while the bucket is in debt; returns the time waited.
+
+        ``backlogged``: the sender had data waiting all along, so time it lost to the
+        CPU scheduler (not idleness) is credited back, up to ``CATCH_UP_S`` of the
+        rate; an idle sender only ever gets ``burst_bytes``.
+        """
         with self._lock:
             now = self._clock()
-            self._tokens = min(self.burst_bytes, self._tokens + (now - self._last) * self.rate_Bps)
+            cap = max(self.burst_bytes, self.rate_Bps * CATCH_UP_S) if backlogged else self.burst_bytes
+            self._tokens = min(cap, self._tokens + (now - self._last) * self.rate_Bps)
             self._last = now
             self._tokens -= nbytes
             debt = -self._tokens

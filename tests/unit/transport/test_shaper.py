@@ -46,3 +46,13 @@ def test_shaper_validation_and_state():
     assert not s.active and s.rate_bps is None
     s.set_rate(1e9)
     assert s.active and s.rate_bps == pytest.approx(1e9)
+
+
+def test_backlogged_sender_gets_lost_time_back_but_idle_one_does_not():
+    clock = FakeClock()
+    b = TokenBucket(8e6, burst_bytes=1000, clock=clock, sleep=clock.sleep)  # 1 MB/s, 50 ms catch-up = 50 kB
+    b.consume(1000)
+    clock.t += 0.02  # descheduled for 20 ms with data waiting: 20 kB of credit kept
+    assert b.consume(20_000, backlogged=True) == 0
+    clock.t += 0.02  # idle for 20 ms: only the 1000-byte burst
+    assert b.consume(20_000) == pytest.approx(0.019)
