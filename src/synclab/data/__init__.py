@@ -1,55 +1,44 @@
-"""Deterministic synthetic classification data, sharded across workers by rank.
+"""Training data by name: a seeded synthetic dataset, or CIFAR-10 from a local folder.
 
-Sample i of the dataset is class prototype c_i plus noise, both derived from the
-seed; the global batch of iteration t takes ``world * batch_size`` consecutive
-indices of a seeded per-epoch permutation and rank r gets the r-th contiguous
-slice of it, so one process with the global batch sees exactly the
-concatenation of every worker's batch.
+Every dataset answers ``batch(iteration, rank, world, batch_size) -> (x, y)``:
+iteration t's global batch (``world * batch_size`` samples, in a seeded
+per-epoch order) cut into contiguous per-rank slices, so that
+``batch(t, 0, 1, world * b)`` equals the ranks' batches concatenated, bit for
+bit — what lets a distributed run be checked against one process
+(:mod:`synclab.data.order`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import torch
+from synclab.data.cifar10 import SPEC as CIFAR10_SPEC
+from synclab.data.cifar10 import Cifar10
+from synclab.data.synthetic import SyntheticClassification
+from synclab.models.spec import InputSpec
+
+__all__ = ["DATASET_NAMES", "Cifar10", "SyntheticClassification", "make_dataset"]
+
+DATASET_NAMES = ("synthetic", "cifar10")
 
 
-class SyntheticClassification:
-    def __init__(self, input_spec, seed: int, size: int = 50_000, noise: float = 1.0):
-        self.spec, self.seed, self.size, self.noise = input_spec, seed, size, noise
-        g = torch.Generator().manual_seed(seed)
-        self.labels = torch.randint(0, input_spec.num_classes, (size,), generator=g)
-        self.prototypes = torch.randn((input_spec.num_classes, *input_spec.shape), generator=g)
-        self._perms: dict[int, torch.Tensor] = {}
+def make_dataset(name: str, input_spec: InputSpec, seed: int, root: str | Path | None = None,
+                 size: int = 50_000) -> SyntheticClassification | Cifar10:
+    """The dataset ``name`` for a model whose input is ``input_spec``.
 
-    def _perm(self, epoch: int) -> torch.Tensor:
-        if epoch not in self._perms:
-            self._perms = {epoch: torch.randperm(self.size, generator=torch.Generator().manual_seed(
-                self.seed * 1_000_003 + epoch))}
-        return self._perms[epoch]
-
-    def samples(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        y = self.labels[indices]
-        noise = torch.stack([torch.randn(self.spec.shape, generator=torch.Generator().manual_seed(
-            (self.seed << 32) + int(i))) for i in indices])
-        return self.prototypes[y] + self.noise * noise, y
-
-    def batch(self, iteration: int, rank: int, world: int, batch_size: int):
-        global_batch = world * batch_size
-        start = iteration * global_batch + rank * batch_size
-        idx = []
-        for pos in range(start, start + batch_size):
-            epoch, k = divmod(pos, self.size)
-            idx.append(int(self._perm(epoch)[k]))
-        return self.samples(torch.tensor(idx))
-
-
-def make_dataset(name: str, input_spec, seed: int, root: str | None = None, size: int = 50_000):
+    ``synthetic`` generates ``size`` samples shaped by ``input_spec`` (``root`` must be
+    None). ``cifar10`` reads the first ``size`` training images from ``root``
+    (``FileNotFoundError`` naming the folder if they are not there) and needs a model
+    taking 3x32x32 images with 10 classes.
+    """
     if name == "synthetic":
+        if root is not None:
+            raise ValueError(f"data.root is only read by the cifar10 dataset, got root={str(root)!r} for synthetic")
         return SyntheticClassification(input_spec, seed, size)
     if name == "cifar10":
-        path = Path(root or "")
-        if not (path / "data_batch_1").exists():
-            raise FileNotFoundError(f"CIFAR-10 python batches not found in {path} (expected data_batch_1..5)")
-        raise NotImplementedError("cifar10 loading")
-    raise ValueError(f"unknown dataset {name!r}")
+        if input_spec != CIFAR10_SPEC:
+            raise ValueError(f"cifar10 provides 3x32x32 images in 10 classes, but the model expects {input_spec}")
+        if root is None:
+            raise FileNotFoundError("the cifar10 dataset needs data.root: a folder with the CIFAR-10 python batches")
+        return Cifar10(root, seed, size)
+    raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASET_NAMES)}")

@@ -1,70 +1,95 @@
-"""Models by name: the runtime's small CNN and MLP (the paper-scale zoo plugs in here too)."""
+"""The model zoo: build a model by name, describe its input, find its CONV/FC boundary.
+
+>>> model = build_model("resnet50")
+>>> model_input_spec("resnet50")
+InputSpec(kind='image', shape=(3, 224, 224), num_classes=1000, source_vocab=None)
+
+Every model registers its modules in forward order (P3 §4 assigns priorities
+in that order; the engine's per-layer gates rely on it). ``smallcnn`` (the
+default) and ``mlp`` are small, BatchNorm- and dropout-free models for real
+training; the rest reproduce the networks the papers measure, with parameter
+counts checked against their tables in ``tests/unit/models/test_param_counts.py``.
+Zoo models keep BatchNorm where the architecture has it (it holds parameters),
+so with them a W-worker run is not bit-for-bit equal to one process on the
+global batch: BN statistics are per worker batch. Dropout defaults to off.
+"""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-import torch
 from torch import nn
 
+from synclab.models import alexnet, densenet, googlenet, inception, inception_v4, mlp, resnet, resnet_cifar
+from synclab.models import smallcnn, sockeye, vgg
+from synclab.models.boundary import conv_fc_boundary
+from synclab.models.spec import InputSpec, ModelOptionError
 
-@dataclass(frozen=True)
-class InputSpec:
-    """One sample: kind ('image' | 'vector' | 'tokens'), shape, and number of classes."""
-
-    kind: str
-    shape: tuple[int, ...]
-    num_classes: int
-
-
-class SmallCNN(nn.Module):
-    """CONV layers then FC layers (~2.5 M params), 3x32x32 input; no BatchNorm or dropout so that
-    distributed runs are comparable with the single-process reference on the global batch."""
-
-    def __init__(self, num_classes: int = 10):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        )
-        self.classifier = nn.Sequential(nn.Linear(128 * 4 * 4, 1024), nn.ReLU(), nn.Linear(1024, 256), nn.ReLU(),
-                                        nn.Linear(256, num_classes))
-
-    def forward(self, x):
-        return self.classifier(torch.flatten(self.features(x), 1))
+__all__ = ["MODEL_NAMES", "InputSpec", "ModelOptionError", "build_model", "conv_fc_boundary", "count_params",
+           "model_input_spec"]
 
 
-class MLP(nn.Module):
-    def __init__(self, input_dim: int = 256, hidden: tuple[int, ...] = (512, 512), num_classes: int = 10):
-        super().__init__()
-        dims = [input_dim, *hidden]
-        layers: list[nn.Module] = []
-        for a, b in zip(dims, dims[1:]):
-            layers += [nn.Linear(a, b), nn.ReLU()]
-        layers.append(nn.Linear(dims[-1], num_classes))
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, x):
-        return self.net(x)
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    build: Callable[..., nn.Module]       # keyword-only options with defaults: the one place defaults live
+    input_spec: Callable[..., InputSpec]  # receives every option, defaults filled in
 
 
-_BUILDERS = {"smallcnn": SmallCNN, "mlp": MLP}
-MODEL_NAMES = tuple(_BUILDERS)
+_REGISTRY: dict[str, _Entry] = {
+    "smallcnn": _Entry(smallcnn.smallcnn, smallcnn.smallcnn_input),
+    "mlp": _Entry(mlp.mlp, mlp.mlp_input),
+    "resnet20": _Entry(resnet_cifar.resnet20, resnet_cifar.resnet_cifar_input),
+    "resnet110": _Entry(resnet_cifar.resnet110, resnet_cifar.resnet_cifar_input),
+    "resnet50": _Entry(resnet.resnet50, resnet.resnet_input),
+    "resnet152": _Entry(resnet.resnet152, resnet.resnet_input),
+    "vgg11": _Entry(vgg.vgg11, vgg.vgg_input),
+    "vgg16": _Entry(vgg.vgg16, vgg.vgg_input),
+    "vgg19": _Entry(vgg.vgg19, vgg.vgg_input),
+    "alexnet": _Entry(alexnet.alexnet, alexnet.alexnet_input),
+    "googlenet": _Entry(googlenet.googlenet, googlenet.googlenet_input),
+    "inception_v3": _Entry(inception.inception_v3, inception.inception_input),
+    "inception_v4": _Entry(inception_v4.inception_v4, inception_v4.inception_v4_input),
+    "densenet161": _Entry(densenet.densenet161, densenet.densenet_input),
+    "densenet201": _Entry(densenet.densenet201, densenet.densenet_input),
+    "sockeye": _Entry(sockeye.sockeye, sockeye.sockeye_input),
+}
+
+MODEL_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 
 
-def build_model(name: str, **options) -> nn.Module:
-    if name not in _BUILDERS:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
-    try:
-        return _BUILDERS[name](**options)
-    except TypeError as e:
-        raise ValueError(f"model {name!r}: {e}") from None
+def _resolve(name: str, options: dict[str, Any]) -> tuple[_Entry, dict[str, Any]]:
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+    defaults = {p.name: p.default for p in inspect.signature(entry.build).parameters.values()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise ModelOptionError(f"model {name!r} has no option {', '.join(map(repr, unknown))}; "
+                               f"its options: {', '.join(defaults) or '(none)'}")
+    return entry, {**defaults, **options}
 
 
-def model_input_spec(name: str, **options) -> InputSpec:
-    if name == "smallcnn":
-        return InputSpec("image", (3, 32, 32), options.get("num_classes", 10))
-    if name == "mlp":
-        return InputSpec("vector", (options.get("input_dim", 256),), options.get("num_classes", 10))
-    raise ValueError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
+def build_model(name: str, **options: Any) -> nn.Module:
+    """A fresh model ``name`` with ``options``; initialised from torch's global RNG.
+
+    Build inside ``with torch.device("meta"):`` to get shapes and counts without memory.
+    Raises ``ValueError`` for an unknown name and :class:`ModelOptionError` for an
+    unknown option or a bad value, naming it.
+    """
+    entry, options = _resolve(name, options)
+    return entry.build(**options)
+
+
+def model_input_spec(name: str, **options: Any) -> InputSpec:
+    """The :class:`InputSpec` of one sample for ``build_model(name, **options)``, without building it."""
+    entry, options = _resolve(name, options)
+    return entry.input_spec(**options)
+
+
+def count_params(model: nn.Module) -> int:
+    """Number of trainable parameters (what the papers' tables count)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -9,12 +9,15 @@ departure from the paper: the "5x5" branch of each Inception module uses a
 something coarser than parameter tensors; this model has 187 with its
 auxiliary heads.)
 
-Auxiliary heads (paper §5) sit after inception 4a and 4d and are registered in
-that forward position. The engine trains a model through one output tensor,
-so in training mode the forward returns ``main + 0.3 * (aux1 + aux2)`` (0.3 is
-the paper's discount weight): every parameter gets a gradient each iteration,
-which gradient-driven synchronization needs. In eval mode it returns the main
-logits only. ``aux_logits=False`` drops the heads.
+Auxiliary heads (paper §5) sit after inception 4a and 4d, inside ``features``
+in that forward position (:class:`~synclab.models.layers.AuxTap`). The engine
+trains a model through one output tensor, so in training mode the forward
+returns ``main + 0.3 * (aux1 + aux2)`` (0.3 is the paper's discount weight):
+every parameter gets a gradient each iteration, which gradient-driven
+synchronization needs. In eval mode it returns the main logits only.
+``aux_logits=False`` drops the heads; then the model is exactly
+``classifier(features(x))``, as the Stanza strategy requires (with the heads,
+Stanza's CONV workers would compute aux logits nobody consumes).
 """
 
 from __future__ import annotations
@@ -22,14 +25,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from synclab.models.layers import ConvBN, dropout_or_identity
+from synclab.models.layers import AuxTap, Branches, ConvBN, add_aux_logits, dropout_or_identity
 from synclab.models.spec import InputSpec, flag, image_spec, positive_int, probability
 
 IMAGE_SIZE = 224
 AUX_WEIGHT = 0.3  # Szegedy et al. §5: auxiliary losses are discounted by 0.3
 
 
-class Inception(nn.Module):
+class Inception(Branches):
     """Four parallel branches: 1x1 | 1x1-3x3 | 1x1-3x3 ("5x5") | maxpool-1x1, concatenated."""
 
     def __init__(self, in_ch: int, ch1x1: int, ch3x3red: int, ch3x3: int, ch5x5red: int, ch5x5: int,
@@ -40,9 +43,6 @@ class Inception(nn.Module):
         self.branch3 = nn.Sequential(ConvBN(in_ch, ch5x5red, 1), ConvBN(ch5x5red, ch5x5, 3, padding=1))
         self.branch4 = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1, ceil_mode=True),
                                      ConvBN(in_ch, pool_proj, 1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([self.branch1(x), self.branch2(x), self.branch3(x), self.branch4(x)], 1)
 
 
 class AuxHead(nn.Module):
@@ -65,22 +65,18 @@ class AuxHead(nn.Module):
 class GoogLeNet(nn.Module):
     def __init__(self, num_classes: int, aux_logits: bool, dropout: float):
         super().__init__()
-        self.stem = nn.Sequential(
+
+        def tap(in_ch: int) -> list[nn.Module]:
+            return [AuxTap(AuxHead(in_ch, num_classes, dropout))] if aux_logits else []
+
+        self.features = nn.Sequential(
             ConvBN(3, 64, 7, stride=2, padding=3), nn.MaxPool2d(3, stride=2, ceil_mode=True),
             ConvBN(64, 64, 1), ConvBN(64, 192, 3, padding=1), nn.MaxPool2d(3, stride=2, ceil_mode=True),
-        )
-        self.inception3 = nn.Sequential(
             Inception(192, 64, 96, 128, 16, 32, 32), Inception(256, 128, 128, 192, 32, 96, 64),
             nn.MaxPool2d(3, stride=2, ceil_mode=True),
-        )
-        self.inception4a = Inception(480, 192, 96, 208, 16, 48, 64)
-        self.aux1 = AuxHead(512, num_classes, dropout) if aux_logits else None
-        self.inception4bcd = nn.Sequential(
+            Inception(480, 192, 96, 208, 16, 48, 64), *tap(512),
             Inception(512, 160, 112, 224, 24, 64, 64), Inception(512, 128, 128, 256, 24, 64, 64),
-            Inception(512, 112, 144, 288, 32, 64, 64),
-        )
-        self.aux2 = AuxHead(528, num_classes, dropout) if aux_logits else None
-        self.inception4e5 = nn.Sequential(
+            Inception(512, 112, 144, 288, 32, 64, 64), *tap(528),
             Inception(528, 256, 160, 320, 32, 128, 128), nn.MaxPool2d(2, stride=2, ceil_mode=True),
             Inception(832, 256, 160, 320, 32, 128, 128), Inception(832, 384, 192, 384, 48, 128, 128),
             nn.AdaptiveAvgPool2d(1), nn.Flatten(1), dropout_or_identity(dropout),
@@ -88,13 +84,7 @@ class GoogLeNet(nn.Module):
         self.classifier = nn.Linear(1024, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.inception4a(self.inception3(self.stem(x)))
-        aux = self.aux1(x) if self.aux1 is not None and self.training else None
-        x = self.inception4bcd(x)
-        if self.aux2 is not None and self.training:
-            aux = aux + self.aux2(x)
-        out = self.classifier(self.inception4e5(x))
-        return out if aux is None else out + AUX_WEIGHT * aux
+        return add_aux_logits(self, self.classifier(self.features(x)), AUX_WEIGHT)
 
 
 def googlenet(*, num_classes: int = 1000, aux_logits: bool = True, dropout: float = 0.0) -> GoogLeNet:

@@ -74,7 +74,7 @@ def resnet20(*, num_classes: int = 10) -> CifarResNet:
 
 
 def resnet110(*, num_classes: int = 10) -> CifarResNet:
-    """1,730,714 parameters (He et al. Table 6: 1.7M)."""
+    """1,727,962 parameters (He et al. Table 6: 1.7M)."""
     return CifarResNet(110, positive_int("num_classes", num_classes))
 
 
