@@ -1,23 +1,57 @@
-"""The HTTP endpoint Prometheus scrapes (one per node)."""
+"""The HTTP endpoint Prometheus scrapes, one per node and registry."""
 
 from __future__ import annotations
 
-from prometheus_client import start_http_server
+import threading
+from typing import Self
+
+from prometheus_client import CollectorRegistry, start_http_server
 
 from synclab.metrics.node import NodeMetrics
 
 
 class Exporter:
-    def __init__(self, server, thread):
-        self._server, self._thread = server, thread
-        self.port = server.server_address[1]
+    """Serves one registry's ``/metrics`` on ``host:port`` from a daemon thread.
+
+    ``port=0`` binds any free port; ``self.port`` is the one bound (prometheus-client
+    ≥ 0.20 returns the server, whose ``server_port`` holds it).
+    """
+
+    def __init__(self, registry: CollectorRegistry, host: str = "0.0.0.0", port: int = 0):
+        self._server, self._thread = start_http_server(port, addr=host, registry=registry)
+        self.host = host
+        self.port: int = self._server.server_port
+        self._lock = threading.Lock()
+        self._stopped = False
 
     def stop(self) -> None:
+        """Stop serving and release the port (idempotent)."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
         self._server.shutdown()
         self._server.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
-def serve(metrics: NodeMetrics, host: str = "0.0.0.0", port: int = 0) -> Exporter:
-    """Serve ``metrics`` on ``host:port`` (0 = any free port; ``Exporter.port`` tells which)."""
-    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
-    return Exporter(server, thread)
+def serve(metrics: NodeMetrics, host: str = "0.0.0.0", port: int = 0) -> int:
+    """Serve ``metrics`` over HTTP and return the port bound (``port=0``: any free one).
+
+    The exporter is recorded in ``metrics.exporters``; :func:`stop` ends it.
+    """
+    exporter = Exporter(metrics.registry, host, port)
+    metrics.exporters.append(exporter)
+    return exporter.port
+
+
+def stop(metrics: NodeMetrics) -> None:
+    """Stop every exporter :func:`serve` started for ``metrics`` (idempotent)."""
+    while metrics.exporters:
+        metrics.exporters.pop().stop()

@@ -1,84 +1,193 @@
-"""Reading run records and the figures computed from them (every number a report shows comes from here)."""
+"""Reading a run directory: ``summary.json``, ``iterations.csv`` and ``traffic-<node>.csv`` (DESIGN.md "Run records").
+
+Rows are parsed once, here, into typed objects; a malformed file is refused
+with its name, line and column.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
-import statistics
+import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from synclab.metrics.sampler import COLUMNS as TRAFFIC_COLUMNS
+
+SUMMARY_FILE = "summary.json"
+ITERATIONS_FILE = "iterations.csv"
+ITERATION_COLUMNS = ("iteration", "rank", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples",
+                     "bytes_sent", "bytes_received")
 
 
-def _percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in [0, 100])."""
-    v = sorted(values)
-    if len(v) == 1:
-        return v[0]
-    pos = (len(v) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+_INT_COLUMNS = frozenset({"iteration", "rank", "samples", "bytes_sent", "bytes_received"})
 
 
-def compute_summary(rows: list[dict], warmup: int = 0) -> dict:
-    """Cluster figures from iteration rows (one per worker per iteration; iterations count from 1).
+def traffic_file(node: str) -> str:
+    return f"traffic-{node}.csv"
 
-    Warm-up iterations (``iteration <= warmup``) are left out. The cluster's
-    iteration time is the slowest worker's ``iteration_s`` for that iteration
-    (synchronous training moves at the pace of the slowest worker); throughput =
-    all workers' samples over all measured iterations / the sum of those times.
-    Compute, non-overlapped communication and communication span are means over
-    workers and measured iterations; ``overlap_fraction`` = 1 − comm_wait/comm_span
-    is the share of communication hidden behind compute.
-    """
-    by_it: dict[int, list[dict]] = {}
-    for r in rows:
-        if int(r["iteration"]) > warmup:
-            by_it.setdefault(int(r["iteration"]), []).append(r)
-    if not by_it:
-        raise ValueError(f"no iterations after the {warmup} warm-up iteration(s)")
-    cluster = [max(float(x["iteration_s"]) for x in v) for v in by_it.values()]
-    samples = sum(int(x["samples"]) for v in by_it.values() for x in v)
-    measured = [x for v in by_it.values() for x in v]
-    mean = lambda key: statistics.fmean(float(x[key]) for x in measured)  # noqa: E731
-    out = {
-        "measured_iterations": len(by_it),
-        "throughput_samples_per_s": samples / sum(cluster),
-        "iteration_seconds": {"mean": statistics.fmean(cluster), "p50": _percentile(cluster, 50),
-                              "p99": _percentile(cluster, 99), "min": min(cluster), "max": max(cluster)},
-        "compute_seconds_mean": mean("compute_s"),
-        "comm_wait_seconds_mean": mean("comm_wait_s"),
-    }
-    if all(x.get("comm_span_s") not in (None, "") for x in measured):
-        span = mean("comm_span_s")
-        out["comm_span_seconds_mean"] = span
-        out["overlap_fraction"] = max(0.0, 1 - out["comm_wait_seconds_mean"] / span) if span > 0 else None
-    return out
+
+def _int(value: Any) -> int:
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            f = float(value)
+    else:
+        f = value
+    if isinstance(f, float) and not f.is_integer():
+        raise ValueError(f"{value!r} is not an integer")
+    return int(f)
+
+
+def _float(value: Any) -> float:
+    return math.nan if value in ("", None) else float(value)
+
+
+@dataclass(frozen=True)
+class IterationRow:
+    """One worker's record of one iteration (times in seconds, start_s relative to the job start)."""
+
+    iteration: int
+    rank: int
+    start_s: float
+    iteration_s: float
+    compute_s: float
+    comm_wait_s: float  # non-overlapped communication
+    loss: float
+    samples: int
+    bytes_sent: int
+    bytes_received: int
+    comm_span_s: float | None = None  # first gradient → all params fresh (optional column)
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[str, Any]) -> IterationRow:
+        """Parse a CSV row or a coordinator dict; extra keys are ignored, a missing or bad one is named.
+
+        ``loss`` may be empty (NaN: a replayed model has none); ``comm_span_s`` may be absent or empty.
+        """
+        values: dict[str, Any] = {}
+        for name in ITERATION_COLUMNS + ("comm_span_s",):
+            raw = row.get(name)
+            if name == "comm_span_s" and raw in (None, ""):
+                continue
+            if raw is None:
+                raise ValueError(f"column {name!r} is missing")
+            try:
+                if name in _INT_COLUMNS:
+                    values[name] = _int(raw)
+                elif name == "loss":
+                    values[name] = _float(raw)
+                else:
+                    values[name] = float(raw)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"column {name!r}: {raw!r} is not a number") from e
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TrafficTrace:
+    """A node's ``traffic-<node>.csv`` as columns (numpy arrays; NaN where a cell is empty)."""
+
+    node: str
+    t_s: np.ndarray
+    wall_time: np.ndarray
+    tx_bytes: np.ndarray
+    rx_bytes: np.ndarray
+    tx_bps: np.ndarray
+    rx_bps: np.ndarray
+    if_tx_bytes: np.ndarray
+    if_rx_bytes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t_s)
+
+    @property
+    def has_wire(self) -> bool:
+        return bool(len(self)) and not np.isnan(self.if_tx_bytes).all()
+
+    def wire_bps(self) -> tuple[np.ndarray, np.ndarray]:
+        """Wire-level (tx, rx) bits per second per bin from the interface counters; NaN for the first bin."""
+        dt = np.diff(self.t_s)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tx = np.concatenate(([np.nan], np.diff(self.if_tx_bytes) * 8 / dt))
+            rx = np.concatenate(([np.nan], np.diff(self.if_rx_bytes) * 8 / dt))
+        return tx, rx
 
 
 @dataclass
 class RunRecords:
     run_dir: Path
-    summary: dict
-    iterations: list[dict]
-    traffic: dict[str, list[dict]] = field(default_factory=dict)
+    summary: dict[str, Any]
+    iterations: list[IterationRow]
+    traffic: dict[str, TrafficTrace] = field(default_factory=dict)
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({r.rank for r in self.iterations})
 
     @property
     def workers(self) -> list[str]:
-        return sorted((n for n in self.traffic if n.startswith("worker")), key=lambda n: int(n[6:] or 0))
+        """Worker nodes with a traffic trace, in natural order (worker2 before worker10)."""
+        return sorted((n for n in self.traffic if n.startswith("worker")), key=natural_key)
 
 
-def _read_csv(path: Path) -> list[dict]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
+def natural_key(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in required if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+        return list(reader)
+
+
+def read_iterations(path: Path) -> list[IterationRow]:
+    rows = []
+    for line, raw in enumerate(_read_csv(path, ITERATION_COLUMNS), start=2):
+        try:
+            rows.append(IterationRow.from_mapping(raw))
+        except ValueError as e:
+            raise ValueError(f"{path} line {line}: {e}") from e
+    return rows
+
+
+def read_traffic(path: Path, node: str) -> TrafficTrace:
+    raw = _read_csv(path, TRAFFIC_COLUMNS)
+    cols: dict[str, np.ndarray] = {}
+    for c in TRAFFIC_COLUMNS:
+        try:
+            cols[c] = np.array([_float(r[c]) for r in raw], dtype=float)
+        except ValueError as e:
+            raise ValueError(f"{path}: column {c!r}: {e}") from e
+    return TrafficTrace(node, **cols)
 
 
 def load_run(run_dir: str | Path) -> RunRecords:
+    """Read a finished run directory. ``summary.json`` and ``iterations.csv`` are required; traffic traces optional."""
     run_dir = Path(run_dir)
-    for name in ("summary.json", "iterations.csv"):
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {run_dir} does not exist")
+    for name in (SUMMARY_FILE, ITERATIONS_FILE):
         if not (run_dir / name).is_file():
             raise FileNotFoundError(f"{run_dir / name} is missing: is {run_dir} a finished SyncLab run directory?")
-    summary = json.loads((run_dir / "summary.json").read_text())
-    iterations = _read_csv(run_dir / "iterations.csv")
-    traffic = {p.stem.removeprefix("traffic-"): _read_csv(p) for p in sorted(run_dir.glob("traffic-*.csv"))}
+    try:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{run_dir / SUMMARY_FILE}: not valid JSON ({e})") from e
+    if not isinstance(summary, dict):
+        raise ValueError(f"{run_dir / SUMMARY_FILE}: expected a JSON object")
+    iterations = read_iterations(run_dir / ITERATIONS_FILE)
+    traffic = {}
+    for p in sorted(run_dir.glob("traffic-*.csv")):
+        node = p.name[len("traffic-"):-len(".csv")]
+        traffic[node] = read_traffic(p, node)
     return RunRecords(run_dir, summary, iterations, traffic)

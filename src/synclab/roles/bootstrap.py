@@ -47,7 +47,8 @@ def join(role: str, index: int, coordinator: str, token: str, *, host: str, adve
     metrics_port = metrics_port or free_port(host)
     reply = client.register(role, index, f"{advertise}:{port}", f"http://{advertise}:{metrics_port}/metrics")
     spec = parse_spec(json.loads(reply.spec_json))
-    metrics = NodeMetrics(reply.node.name, role)
+    # Wire-level counters are per node only in a namespace or container; on loopback they are shared.
+    metrics = NodeMetrics(reply.node.name, role, interfaces=["lo"] if spec.network.isolation == "none" else None)
     serve(metrics, host=host, port=metrics_port)
     run_dir = Path(reply.run_dir)
     sampler = TrafficSampler(metrics, run_dir / f"traffic-{reply.node.name}.csv").start()

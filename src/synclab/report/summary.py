@@ -1,0 +1,73 @@
+"""The cluster figures of ``summary.json``, computed from iteration rows (the coordinator calls this)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from synclab.report.records import IterationRow
+
+
+def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmup: int = 0) -> dict[str, Any]:
+    """Throughput, iteration time and compute vs non-overlapped communication of a run.
+
+    ``iter_rows``: one row per worker per iteration (``iterations.csv`` columns,
+    as :class:`IterationRow` or mappings of them). Definitions:
+
+    - The first ``warmup`` iteration numbers present (in increasing order) are
+      warm-up and left out of every figure; the rest are *measured*.
+    - Cluster iteration time of iteration i: ``T_i = max over workers of
+      iteration_s`` (synchronous training moves at the slowest worker's pace).
+    - Cluster samples of iteration i: ``S_i = sum over workers of samples``.
+    - ``throughput_samples_per_s = sum_i S_i / sum_i T_i`` over measured
+      iterations: the mean of the per-iteration throughput ``S_i / T_i``
+      weighted by ``T_i``, i.e. samples per second of wall time (a plain mean
+      of the ratios would over-weight fast iterations).
+    - ``iteration_seconds``: mean, p50, p99, min and max of the ``T_i``
+      (percentiles interpolate linearly between order statistics).
+    - ``compute_seconds_mean`` and ``comm_wait_seconds_mean``: means of
+      ``compute_s`` and ``comm_wait_s`` over every measured (worker, iteration) row.
+    - When every measured row has ``comm_span_s``: ``comm_span_seconds_mean``
+      likewise, and ``overlap_fraction = 1 − comm_wait_seconds_mean /
+      comm_span_seconds_mean`` (clamped to [0, 1]): the share of communication
+      hidden behind compute.
+    - ``measured_iterations``: how many iterations the figures cover.
+
+    Raises ValueError when warm-up leaves no iteration, or a row is malformed.
+    """
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    rows = [r if isinstance(r, IterationRow) else IterationRow.from_mapping(r) for r in iter_rows]
+    by_iteration: dict[int, list[IterationRow]] = {}
+    for r in rows:
+        by_iteration.setdefault(r.iteration, []).append(r)
+    measured_its = sorted(by_iteration)[warmup:]
+    if not measured_its:
+        raise ValueError(f"no iterations left after {warmup} warm-up iteration(s) "
+                         f"({len(by_iteration)} iteration(s) recorded)")
+    cluster_s = np.array([max(r.iteration_s for r in by_iteration[i]) for i in measured_its])
+    samples = sum(r.samples for i in measured_its for r in by_iteration[i])
+    measured = [r for i in measured_its for r in by_iteration[i]]
+    total_s = float(cluster_s.sum())
+    if total_s <= 0:
+        raise ValueError("measured iteration times sum to zero")
+    out: dict[str, Any] = {
+        "measured_iterations": len(measured_its),
+        "throughput_samples_per_s": samples / total_s,
+        "iteration_seconds": {
+            "mean": float(cluster_s.mean()),
+            "p50": float(np.percentile(cluster_s, 50)),
+            "p99": float(np.percentile(cluster_s, 99)),
+            "min": float(cluster_s.min()),
+            "max": float(cluster_s.max()),
+        },
+        "compute_seconds_mean": float(np.mean([r.compute_s for r in measured])),
+        "comm_wait_seconds_mean": float(np.mean([r.comm_wait_s for r in measured])),
+    }
+    if all(r.comm_span_s is not None for r in measured):
+        span = float(np.mean([r.comm_span_s for r in measured]))
+        out["comm_span_seconds_mean"] = span
+        out["overlap_fraction"] = min(1.0, max(0.0, 1 - out["comm_wait_seconds_mean"] / span)) if span > 0 else None
+    return out

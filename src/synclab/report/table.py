@@ -1,0 +1,66 @@
+"""The run summary as a rich table (``synclab report``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from synclab.report.records import RunRecords, natural_key
+
+MISSING = "—"
+
+
+def fmt_bytes(n: float) -> str:
+    """Decimal units, like the papers' MB and Gbit."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} PB"
+
+
+def _ms(s: Any) -> str:
+    return MISSING if s is None else f"{s * 1e3:.1f} ms"
+
+
+def _num(x: Any, spec: str) -> str:
+    return MISSING if x is None else format(x, spec)
+
+
+def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) pairs of a summary; a key the summary lacks shows as a dash."""
+    g = summary.get
+    it = g("iteration_seconds") or {}
+    rate = g("link_rate_bps")
+    rows = [
+        ("status", str(g("status", MISSING))),
+        ("strategy", str(g("strategy", MISSING))),
+        ("model", f"{g('model', MISSING)}" + (f" (batch {g('batch_size')}/worker)" if g("batch_size") else "")),
+        ("cluster", f"{g('workers', MISSING)} worker(s), {g('ps_shards', MISSING)} PS shard(s)"),
+        ("network", f"{g('network_backend', MISSING)}, " + (f"{rate / 1e9:g} Gbit/s" if rate else "unshaped")),
+        ("iterations", f"{g('iterations', MISSING)}"
+         + (f" ({g('warmup')} warm-up)" if g("warmup") is not None else "")),
+        ("throughput", MISSING if g("throughput_samples_per_s") is None
+         else f"{g('throughput_samples_per_s'):.1f} samples/s"),
+        ("iteration time", f"mean {_ms(it.get('mean'))}, p50 {_ms(it.get('p50'))}, p99 {_ms(it.get('p99'))}"),
+        ("compute / non-overlapped comm",
+         f"{_ms(g('compute_seconds_mean'))} / {_ms(g('comm_wait_seconds_mean'))} per iteration"),
+    ]
+    if g("overlap_fraction") is not None:
+        rows.append(("communication hidden",
+                     f"{g('overlap_fraction') * 100:.0f}% of a {_ms(g('comm_span_seconds_mean'))} span"))
+    rows.append(("loss", f"{_num(g('initial_loss'), '.4f')} → {_num(g('final_loss'), '.4f')}"))
+    sent = g("bytes_sent") or {}
+    rows.append(("bytes sent", ", ".join(f"{n} {fmt_bytes(sent[n])}" for n in sorted(sent, key=natural_key))
+                 or MISSING))
+    return rows
+
+
+def summary_table(run: RunRecords) -> Table:
+    table = Table(title=f"SyncLab run {run.run_dir.name}", show_header=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    for key, value in summary_rows(run.summary):
+        table.add_row(key, value)
+    return table

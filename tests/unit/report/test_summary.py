@@ -1,0 +1,56 @@
+import pytest
+
+from synclab.report import IterationRow, compute_summary
+
+
+def test_compute_summary_by_hand(iteration_rows):
+    s = compute_summary(iteration_rows(), warmup=1)
+    # measured iterations 2 and 3; cluster iteration time = slowest worker: 0.4 s and 0.6 s; 20 samples each
+    assert s["measured_iterations"] == 2
+    assert s["throughput_samples_per_s"] == pytest.approx(40 / 1.0)  # not mean(20/0.4, 20/0.6) = 41.67
+    it = s["iteration_seconds"]
+    assert it["mean"] == pytest.approx(0.5) and it["p50"] == pytest.approx(0.5)
+    assert it["p99"] == pytest.approx(0.4 + 0.99 * 0.2)
+    assert (it["min"], it["max"]) == pytest.approx((0.4, 0.6))
+    assert s["compute_seconds_mean"] == pytest.approx((0.1 + 0.2 + 0.15 + 0.3) / 4)
+    assert s["comm_wait_seconds_mean"] == pytest.approx(0.1875)
+    assert s["comm_span_seconds_mean"] == pytest.approx(0.375)
+    assert s["overlap_fraction"] == pytest.approx(0.5)
+
+
+def test_without_warmup_every_iteration_counts(iteration_rows):
+    s = compute_summary(iteration_rows(), warmup=0)
+    assert s["throughput_samples_per_s"] == pytest.approx(60 / (0.2 + 0.4 + 0.6))
+    assert s["iteration_seconds"]["mean"] == pytest.approx(0.4)
+
+
+def test_warmup_counts_iteration_numbers_not_rows(iteration_rows):
+    assert compute_summary(iteration_rows((0, 1, 2)), warmup=1) == compute_summary(iteration_rows(), warmup=1)
+
+
+def test_csv_strings_and_typed_rows_give_the_same_figures(iteration_rows):
+    rows = iteration_rows()
+    as_text = [{k: str(v) for k, v in r.items()} for r in rows]
+    typed = [IterationRow.from_mapping(r) for r in rows]
+    assert compute_summary(as_text, 1) == compute_summary(typed, 1) == compute_summary(rows, 1)
+
+
+def test_overlap_needs_the_comm_span_column(iteration_rows):
+    rows = [{k: v for k, v in r.items() if k != "comm_span_s"} for r in iteration_rows()]
+    s = compute_summary(rows, warmup=1)
+    assert "overlap_fraction" not in s and "comm_span_seconds_mean" not in s
+
+
+def test_bad_input_is_refused_by_name(iteration_rows):
+    with pytest.raises(ValueError, match="no iterations left after 3 warm-up"):
+        compute_summary(iteration_rows(), warmup=3)
+    with pytest.raises(ValueError, match="warmup"):
+        compute_summary(iteration_rows(), warmup=-1)
+    rows = iteration_rows()
+    del rows[2]["samples"]
+    with pytest.raises(ValueError, match="'samples' is missing"):
+        compute_summary(rows)
+    rows = iteration_rows()
+    rows[0]["iteration_s"] = "fast"
+    with pytest.raises(ValueError, match="'iteration_s'"):
+        compute_summary(rows)
