@@ -282,6 +282,21 @@ def version():
     typer.echo(__version__)
 
 
+plan_app = typer.Typer(no_args_is_help=True, help="Plan strategies from a model profile, without a cluster.")
+app.add_typer(plan_app, name="plan")
+
+
+def _register_plan_commands() -> None:
+    from synclab.cli.plan import mgwfbp as plan_mgwfbp
+    from synclab.cli.plan_stanza import plan_stanza
+
+    plan_app.command("mgwfbp")(plan_mgwfbp)
+    plan_app.command("stanza")(plan_stanza)
+
+
+_register_plan_commands()
+
+
 def main() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     app()

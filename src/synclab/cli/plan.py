@@ -125,7 +125,8 @@ def mgwfbp(profile: Path = typer.Option(..., "--profile", help="Model profile JS
     merged = answer["merged"]
     typer.echo(f"{'#':>4}  {'tensor':40s} {'params':>12} {'t_b (s)':>10}  merged")
     for i, t in enumerate(prof.tensors):
-        typer.echo(f"{i:>4}  {t.name[:40]:40s} {t.params:>12d} {t.backward_seconds:>10.3g}  {'yes' if merged[i] else ''}")
+        flag = "yes" if merged[i] else ""
+        typer.echo(f"{i:>4}  {t.name[:40]:40s} {t.params:>12d} {t.backward_seconds:>10.3g}  {flag}")
     typer.echo(f"{len(answer['groups'])} all-reduce(s) per iteration ({algorithm.value}); predicted iteration time:")
     for name, seconds in answer["iteration_seconds"].items():
         typer.echo(f"  {name:10s} {seconds * 1e3:10.3f} ms")

@@ -48,7 +48,7 @@ def _refuse(message: str) -> None:
 
 def plan_stanza(
     profile: Path = typer.Option(..., "--profile", help="Model profile JSON (its 'boundary' and 'batch_size')."),
-    nodes: int = typer.Option(..., "--nodes", help="N: nodes to split into CONV and FC workers (and PS workers and servers)."),
+    nodes: int = typer.Option(..., "--nodes", help="N: nodes to split into CONV/FC workers (and PS workers/servers)."),
     bandwidth: str = typer.Option(..., "--bandwidth", help="B: each node's link rate, e.g. 10gbit."),
     as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
 ) -> None:

@@ -181,12 +181,26 @@ class Engine:
             self.comm.submit(self.strategy.on_gradient, self._iteration, index, grad)
         return hook
 
-    def run_iteration(self, iteration: int, x: torch.Tensor, y: torch.Tensor, start: float | None = None
-                      ) -> IterationTiming:
-        """One forward + backward; ``start`` (perf_counter) lets the caller count data loading in."""
+    def begin_iteration(self, iteration: int) -> None:
+        """Reset the per-iteration bookkeeping; a strategy that runs its own passes (Stanza) calls it first."""
         self._iteration = iteration
         self._gate_wait_s = 0.0
         self._first_grad = 0.0
+
+    @property
+    def gate_wait_s(self) -> float:
+        """Seconds forward passes of the current iteration have waited on gates so far."""
+        return self._gate_wait_s
+
+    @property
+    def first_grad(self) -> float:
+        """perf_counter when the current iteration's first gradient was handed over (0 before)."""
+        return self._first_grad
+
+    def run_iteration(self, iteration: int, x: torch.Tensor, y: torch.Tensor, start: float | None = None
+                      ) -> IterationTiming:
+        """One forward + backward; ``start`` (perf_counter) lets the caller count data loading in."""
+        self.begin_iteration(iteration)
         start = time.perf_counter() if start is None else start
         x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         out = self.model(x)

@@ -111,5 +111,12 @@ class Strategy(ABC):
     def on_backward_end(self, iteration: int) -> None:
         """Every gradient of ``iteration`` has been handed over."""
 
+    def on_train_end(self) -> None:
+        """The last iteration is over and every gate is open; rank 0 saves its model right after.
+
+        Runs on every worker. A strategy whose workers own different parts of the
+        model (Stanza) gathers the whole model on rank 0 here.
+        """
+
     def finish(self) -> None:
         """Training is over; release resources."""

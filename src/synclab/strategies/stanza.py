@@ -1,0 +1,411 @@
+"""``stanza``: layer separation into CONV workers and FC workers (Wu et al., Stanza §3.2, §4–5).
+
+Roles. Of the N workers, ranks ``0..n_c-1`` are CONV workers and ranks
+``n_c..N-1`` FC workers. A CONV worker reads its own data shard (``data_shard
+= (rank, n_c)``, so the n_c shards together are the global batch of ``n_c · K``
+samples) and trains the model's ``features``; an FC worker reads no data and
+trains its ``classifier``. The model must be ``classifier(flatten(features(x)))``
+(smallcnn, AlexNet, VGG, ResNets, DenseNets; §3.2 splits after the last
+pooling layer, which is where ``features`` ends). FC worker j serves a
+contiguous block of CONV workers, the blocks as equal as integers allow
+(§4.1.3, §5.1: "the CONV workers are equally partitioned into n_f groups").
+
+One iteration, BSP (§5.2):
+
+1. CONV worker: forward through ``features``; ``push_activation``: the
+   boundary activations (and the batch's labels, so the FC worker can compute
+   the loss) go to its FC worker (§4.1.1, many-to-one).
+2. FC worker: concatenates its CONV workers' activations in rank order,
+   forward through ``classifier``, loss, backward; sends each CONV worker the
+   gradients of its activations (and the mean loss of its samples, for the
+   record) — one-to-many.
+3. CONV worker (``pull_fc``): backward through ``features`` from those
+   gradients; ``pull_grad``: the CONV gradients are all-reduced among the CONV
+   workers by recursive doubling, surplus rule included (§4.1.2,
+   :mod:`synclab.collective.recursive_doubling`), one message of all P_c values
+   per round, as eq. 3 charges.
+4. FC workers with n_f > 1 all-reduce the FC gradients the same way among
+   themselves, right after sending the activation gradients, so it overlaps
+   the CONV workers' backward and exchange (§4.1.3).
+5. Every worker applies momentum SGD to the part it trains and opens its gates;
+   the next forward waits on them.
+
+Loss scaling, so that the update equals ``local`` on the global batch of
+B = n_c · K samples: the loss is the mean over the global batch. FC worker j
+holds B_j of those samples and back-propagates ``mean_j · B_j / B`` (with one
+FC worker, the plain mean); every per-sample gradient is then ``∇l / B``,
+in the FC parameters and in the activation gradients the CONV workers
+back-propagate. The all-reduces therefore *sum* (no division afterwards).
+
+Node assignment (§4.2): ``strategy.fc_workers`` fixes n_f. Otherwise n_f
+maximises eq. 4's throughput n_c K / t_s subject to n_c + n_f = N (eq. 5),
+with t_s from eq. 2–3, T_c, T_f, A, K and P_c from the model profile in
+``strategy.profile`` and B from ``strategy.bandwidth``: the paper's controller
+solves eq. 5 from profiled constants (§5.1, "profiled offline"). The search
+also keeps n_f <= n_c: §4.1.3 gives each FC worker an equal share of the CONV
+workers, so an FC worker with none would idle while eq. 2 counts it as
+sharing the FC work. Rounds of the CONV all-reduce are floor(log2 n_c) + 2 off
+powers of two, what §4.1.2's algorithm takes; eq. 3 prints ceil(·) + 2
+(:func:`synclab.plans.stanza.conv_allreduce_rounds`). Rank 0 decides in
+:meth:`Stanza.make_plan` and records the decision in ``plan.json``.
+
+The whole model on rank 0. CONV and FC workers keep different parts up to
+date, and rank 0 is a CONV worker; after the last iteration the first FC
+worker sends its FC parameters to rank 0 (:meth:`Stanza.on_train_end`), so
+``params.pt`` holds the full trained model. Until then each worker's
+parameter checksum covers a model that is current only in its own part.
+
+Records. ``compute_s`` is time spent computing (CONV: data, forward,
+backward; FC: its forward and backward), ``comm_wait_s`` the rest of the
+iteration — for an FC worker that includes waiting for the CONV workers'
+forward passes. Only CONV workers count samples; every worker reports the
+mean loss of the samples it saw (an FC worker: its combined batch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from synclab.collective.recursive_doubling import recursive_doubling_allreduce_, recursive_doubling_peers
+from synclab.collective.schedules import segment_bounds
+from synclab.config.units import parse_rate_bps
+from synclab.plans.stanza import PsProfile, StanzaProfile, stanza_iteration_time, stanza_throughput
+from synclab.ps.optimizer import sgd_momentum_
+from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
+from synclab.strategies.registry import register
+from synclab.wire import pb
+from synclab.wire.frames import Message, MessageId
+
+if TYPE_CHECKING:
+    from synclab.compute.engine import Engine, IterationTiming
+
+FC_PREFIX = "classifier."
+CONV_PREFIX = "features."
+
+
+class ProfileError(ValueError):
+    """A model profile that cannot be used; the message names the field."""
+
+
+@dataclass(frozen=True)
+class BoundaryProfile:
+    """What Stanza's and the PS model need from a model profile (the ``boundary`` part and ``batch_size``).
+
+    ``conv_seconds`` is T_c (CONV forward+backward per batch), ``fc_seconds``
+    T_f (FC forward+backward for one CONV worker's batch), ``activations_per_sample``
+    A, ``conv_params`` P_c; ``batch_size`` K.
+    """
+
+    batch_size: int
+    activations_per_sample: int
+    conv_params: int
+    fc_params: int
+    conv_seconds: float
+    fc_seconds: float
+
+    def stanza(self, bandwidth_bps: float) -> StanzaProfile:
+        return StanzaProfile(conv_time_s=self.conv_seconds, fc_time_s=self.fc_seconds,
+                             activations=self.activations_per_sample, batch_size=self.batch_size,
+                             conv_params=self.conv_params, bandwidth_bps=bandwidth_bps)
+
+    def ps(self, bandwidth_bps: float) -> PsProfile:
+        """PS model (eq. 6): P = P_c + P_f and T_ps = T_c + T_f — one worker's forward and backward of
+        the whole model on its batch, from the same measurement Stanza's constants come from."""
+        return PsProfile(compute_time_s=self.conv_seconds + self.fc_seconds,
+                         params=self.conv_params + self.fc_params, batch_size=self.batch_size,
+                         bandwidth_bps=bandwidth_bps)
+
+
+def _count(data: dict, field: str, where: str, minimum: int) -> int:
+    if field not in data:
+        raise ProfileError(f"profile field {where}{field} is missing")
+    value = data[field]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ProfileError(f"profile field {where}{field} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _seconds(data: dict, field: str, where: str) -> float:
+    if field not in data:
+        raise ProfileError(f"profile field {where}{field} is missing")
+    value = data[field]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ProfileError(f"profile field {where}{field} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def parse_profile(data: Any) -> BoundaryProfile:
+    """The Stanza part of a model profile (JSON already decoded); :class:`ProfileError` names a bad field."""
+    if not isinstance(data, dict):
+        raise ProfileError(f"a model profile is a JSON object, got {type(data).__name__}")
+    batch_size = _count(data, "batch_size", "", 1)
+    if "boundary" not in data:
+        raise ProfileError("profile field boundary is missing (the model has no CONV/FC split?)")
+    boundary = data["boundary"]
+    if not isinstance(boundary, dict):
+        raise ProfileError(f"profile field boundary must be an object, got {boundary!r}")
+    return BoundaryProfile(
+        batch_size=batch_size,
+        activations_per_sample=_count(boundary, "activations_per_sample", "boundary.", 1),
+        conv_params=_count(boundary, "conv_params", "boundary.", 0),
+        fc_params=_count(boundary, "fc_params", "boundary.", 0),
+        conv_seconds=_seconds(boundary, "conv_seconds", "boundary."),
+        fc_seconds=_seconds(boundary, "fc_seconds", "boundary."),
+    )
+
+
+def read_profile(path: Path | str) -> BoundaryProfile:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ProfileError(f"cannot read profile {str(path)!r}: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"profile {str(path)!r} is not JSON: {e}") from None
+    return parse_profile(data)
+
+
+def assign_nodes(total_nodes: int, profile: StanzaProfile) -> int:
+    """n_f maximising throughput_s (eq. 4) subject to n_c + n_f = N, 1 <= n_f <= n_c (eq. 5, §4.1.3).
+
+    Exhaustive search, as §4.2.2 suggests; ties go to the fewest FC workers.
+    """
+    if isinstance(total_nodes, bool) or not isinstance(total_nodes, int) or total_nodes < 2:
+        raise ValueError(f"total_nodes must be an integer >= 2, got {total_nodes!r}")
+    best_n_f, best = 1, -math.inf
+    for n_f in range(1, total_nodes // 2 + 1):
+        throughput = stanza_throughput(total_nodes - n_f, n_f, profile)
+        if throughput > best:
+            best_n_f, best = n_f, throughput
+    return best_n_f
+
+
+def conv_groups(n_c: int, n_f: int) -> list[range]:
+    """CONV ranks served by each FC worker: contiguous blocks, sizes differing by at most one (§4.1.3)."""
+    return [range(lo, hi) for lo, hi in segment_bounds(n_c, n_f)]
+
+
+def split_params(params: list[ParamInfo]) -> int:
+    """Number of CONV tensors (the ``features.*`` ones, first in forward order); the rest are ``classifier.*``."""
+    boundary = sum(1 for p in params if not p.name.startswith(FC_PREFIX))
+    for p in params:
+        in_fc = p.index >= boundary
+        if p.name.startswith(FC_PREFIX) != in_fc or not (in_fc or p.name.startswith(CONV_PREFIX)):
+            raise ValueError(f"stanza needs a model computed as classifier(flatten(features(x))), with the "
+                             f"'features' parameters before the 'classifier' ones; parameter {p.name!r} does not fit")
+    if boundary == 0 or boundary == len(params):
+        raise ValueError("stanza needs a model with both a CONV part ('features') and an FC part ('classifier')")
+    return boundary
+
+
+class StanzaOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    fc_workers: int | None = Field(None, ge=1, description="n_f; unset: chosen by eq. 2-5 from profile and bandwidth")
+    # read by rank 0 alone, in make_plan: the other workers' hosts need not have the file
+    profile: Path | None = Field(None, description="model profile JSON whose 'boundary' gives T_c, T_f, A, P_c, K")
+    bandwidth: str | int | None = Field(None, description="B of eq. 3 (e.g. '1gbit'), usually network.rate")
+
+    @field_validator("bandwidth")
+    @classmethod
+    def _bandwidth(cls, v):
+        if v is not None and parse_rate_bps(v) <= 0:
+            raise ValueError(f"must be a rate > 0, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _source(self):
+        if self.fc_workers is None and (self.profile is None or self.bandwidth is None):
+            raise ValueError("set strategy.fc_workers, or strategy.profile and strategy.bandwidth "
+                             "for the node assignment of eq. 2-5")
+        return self
+
+
+@register
+class Stanza(Strategy):
+    """``stanza``: CONV workers and FC workers, recursive-doubling all-reduces, BSP (Stanza §4–5)."""
+
+    name = "stanza"
+    Options = StanzaOptions
+
+    @classmethod
+    def make_plan(cls, params: list[ParamInfo], *, ps_shards: int, workers: int, seed: int,
+                  options: StanzaOptions) -> dict[str, Any]:
+        boundary = split_params(params)
+        if workers < 2:
+            raise ValueError(f"stanza needs at least 2 workers (a CONV and an FC worker), got {workers}")
+        plan: dict[str, Any] = {"boundary": boundary}
+        if options.fc_workers is not None:
+            n_f = options.fc_workers
+            if not n_f <= workers - n_f:
+                raise ValueError(f"strategy.fc_workers={n_f} leaves {workers - n_f} CONV worker(s) for {workers} "
+                                 f"workers; each FC worker needs at least one (§4.1.3)")
+            plan["assigned_by"] = "strategy.fc_workers"
+        else:
+            try:
+                profile = read_profile(options.profile).stanza(parse_rate_bps(options.bandwidth))
+            except ProfileError as e:
+                raise ProfileError(f"strategy.profile: {e}") from None
+            n_f = assign_nodes(workers, profile)
+            n_c = workers - n_f
+            plan.update(assigned_by="eq. 2-5", profile=str(options.profile), bandwidth_bps=profile.bandwidth_bps,
+                        predicted_iteration_seconds=stanza_iteration_time(n_c, n_f, profile),
+                        predicted_throughput_samples_per_s=stanza_throughput(n_c, n_f, profile))
+        plan.update(conv_workers=workers - n_f, fc_workers=n_f)
+        return plan
+
+    def __init__(self, ctx: WorkerContext):
+        super().__init__(ctx)
+        plan = ctx.plan
+        self.n_c, self.n_f, self.boundary = plan["conv_workers"], plan["fc_workers"], plan["boundary"]
+        if self.n_c + self.n_f != ctx.world:
+            raise ValueError(f"plan has {self.n_c} CONV + {self.n_f} FC workers, the cluster {ctx.world}")
+        self.is_fc = ctx.rank >= self.n_c
+        groups = conv_groups(self.n_c, self.n_f)
+        self.fc_of = {r: self.n_c + j for j, g in enumerate(groups) for r in g}  # CONV rank -> its FC worker
+        self.served = list(groups[ctx.rank - self.n_c]) if self.is_fc else []  # an FC worker's CONV ranks
+        # the workers this one all-reduces with, and the parameters it trains
+        self.group = list(range(self.n_c, ctx.world)) if self.is_fc else list(range(self.n_c))
+        self.own = list(range(self.boundary, len(ctx.params))) if self.is_fc else list(range(self.boundary))
+        self.key = "fc" if self.is_fc else "conv"
+        self.global_batch = self.n_c * ctx.batch_size  # B = n_c · K
+        self._offsets: dict[int, tuple[int, int]] = {}
+        lo = 0
+        for i in self.own:
+            self._offsets[i] = (lo, lo + ctx.params[i].numel)
+            lo += ctx.params[i].numel
+        self._flat = torch.empty(lo, dtype=ctx.tensors[self.own[0]].dtype, device=ctx.tensors[self.own[0]].device)
+        self._bufs: dict[int, torch.Tensor | None] = {}
+
+    def peers(self) -> set[int]:
+        me = self.group.index(self.ctx.rank)
+        out = {self.group[p] for p in recursive_doubling_peers(me, len(self.group))}
+        out |= set(self.served) if self.is_fc else {self.fc_of[self.ctx.rank]}
+        return out
+
+    def setup(self) -> None:
+        c = self.ctx
+        if c.rank == 0 and c.run_dir is not None:
+            roles = {c.worker_names.get(r, str(r)): ("fc" if r >= self.n_c else "conv") for r in range(c.world)}
+            serves = {c.worker_names.get(self.n_c + j, str(self.n_c + j)): [c.worker_names.get(r, str(r)) for r in g]
+                      for j, g in enumerate(conv_groups(self.n_c, self.n_f))}
+            (c.run_dir / "plan.json").write_text(json.dumps({**c.plan, "roles": roles, "serves": serves}, indent=2))
+
+    def data_shard(self) -> tuple[int, int] | None:
+        return None if self.is_fc else (self.ctx.rank, self.n_c)
+
+    def run_iteration(self, engine: "Engine", iteration: int, x, y, start: float) -> "IterationTiming":
+        from synclab.compute.engine import CommFailed, IterationTiming  # the engine imports strategies
+
+        features, classifier = getattr(engine.model, "features", None), getattr(engine.model, "classifier", None)
+        if not isinstance(features, torch.nn.Module) or not isinstance(classifier, torch.nn.Module):
+            raise TypeError(f"stanza needs a model with 'features' and 'classifier' modules; "
+                            f"{type(engine.model).__name__} has not")
+        engine.begin_iteration(iteration)
+        if self.is_fc:
+            compute_s, loss, samples = self._fc_iteration(engine, classifier, iteration)
+        else:
+            compute_s, loss, samples = self._conv_iteration(engine, features, iteration, x, y, start)
+        engine.comm.submit(self.on_backward_end, iteration)
+        if engine.gates.error is not None:
+            raise CommFailed(str(engine.gates.error)) from engine.gates.error
+        return IterationTiming(iteration, start, compute_s, engine.gate_wait_s, loss, samples, engine.first_grad)
+
+    def _conv_iteration(self, engine: "Engine", features, iteration: int, x, y, start: float):
+        c = self.ctx
+        fc_rank = self.fc_of[c.rank]
+        fc_name = c.worker_names[fc_rank]
+        grads = c.inbox.expect(fc_name, MessageId(pb.ACTIVATION_GRAD, "activations", 0, iteration))
+        loss = c.inbox.expect(fc_name, MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration))
+        x = x.to(engine.device, non_blocking=True)
+        activations = torch.flatten(features(x), 1)
+        sent = activations.detach()
+        if engine.device.type == "cuda":
+            torch.cuda.synchronize(engine.device)
+        link = c.peer_links[fc_rank]
+        link.send(Message(MessageId(pb.ACTIVATION, "activations", 0, iteration), sent))
+        link.send(Message(MessageId(pb.ACTIVATION, "labels", 0, iteration), y))
+        forward_done = time.perf_counter()
+        grad = grads.result().tensor.to(engine.device)  # pull_fc: waiting, not computing
+        backward_start = time.perf_counter()
+        activations.backward(grad)
+        if engine.device.type == "cuda":
+            torch.cuda.synchronize(engine.device)
+        compute_s = (forward_done - start - engine.gate_wait_s) + (time.perf_counter() - backward_start)
+        return compute_s, float(loss.result().tensor), int(sent.shape[0])
+
+    def _fc_iteration(self, engine: "Engine", classifier, iteration: int):
+        c = self.ctx
+        names = [c.worker_names[r] for r in self.served]
+        acts = [c.inbox.expect(n, MessageId(pb.ACTIVATION, "activations", 0, iteration)) for n in names]
+        labels = [c.inbox.expect(n, MessageId(pb.ACTIVATION, "labels", 0, iteration)) for n in names]
+        parts = [f.result().tensor for f in acts]  # push_activation of every served CONV worker
+        ys = [f.result().tensor for f in labels]
+        t0 = time.perf_counter()
+        a = torch.cat(parts).to(engine.device).requires_grad_(True)
+        y = torch.cat(ys).to(engine.device)
+        out = classifier(a)
+        loss = engine.loss_fn(out, y)  # mean over this FC worker's B_j samples
+        share = len(y) / self.global_batch  # B_j / B: the global loss is the sum of the FC workers' shares
+        (loss if share == 1 else loss * share).backward()
+        bounds, lo = [], 0
+        for p in parts:
+            bounds.append((lo, lo + p.shape[0]))
+            lo += p.shape[0]
+        with torch.no_grad():
+            losses = [engine.loss_fn(out[lo:hi], y[lo:hi]).reshape(1).cpu() for lo, hi in bounds]
+        if engine.device.type == "cuda":
+            torch.cuda.synchronize(engine.device)
+        for r, (lo, hi), part_loss in zip(self.served, bounds, losses):
+            link = c.peer_links[r]
+            link.send(Message(MessageId(pb.ACTIVATION_GRAD, "activations", 0, iteration), a.grad[lo:hi]))
+            link.send(Message(MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration), part_loss))
+        compute_s = time.perf_counter() - t0 - engine.gate_wait_s
+        return compute_s, float(loss.detach()), 0
+
+    def on_gradient(self, iteration: int, index: int, grad: torch.Tensor) -> None:
+        span = self._offsets.get(index)
+        if span is None:
+            raise RuntimeError(f"stanza: gradient of {self.ctx.params[index].name!r} on a "
+                               f"{'FC' if self.is_fc else 'CONV'} worker, which does not train it")
+        self._flat[span[0]:span[1]].copy_(grad.reshape(-1))
+
+    def on_backward_end(self, iteration: int) -> None:
+        """pull_grad (§5.2): one recursive-doubling all-reduce of all this role's gradients, then SGD."""
+        c = self.ctx
+        for i in self.own:
+            c.record_event(iteration, i, "send_start")
+        recursive_doubling_allreduce_(self._flat, group=self.group, rank=c.rank, key=self.key, iteration=iteration,
+                                      links=c.peer_links, inbox=c.inbox, names=c.worker_names)
+        for i in self.own:
+            c.record_event(iteration, i, "send_end")
+        for i in self.own:
+            lo, hi = self._offsets[i]
+            self._bufs[i] = sgd_momentum_(c.tensors[i].data.view(-1), self._flat[lo:hi], self._bufs.get(i),
+                                          lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+            c.mark_fresh(i)
+
+    def on_train_end(self) -> None:
+        """The first FC worker hands its FC parameters to rank 0, a CONV worker (FC workers hold the same bits)."""
+        c = self.ctx
+        sender = self.n_c
+        mid = MessageId(pb.PARAMS, "classifier", 0, 0)
+        if c.rank == sender:
+            flat = torch.cat([c.tensors[i].detach().reshape(-1) for i in self.own])
+            c.peer_links[0].send(Message(mid, flat)).result()
+        elif c.rank == 0:
+            flat = c.inbox.expect(c.worker_names[sender], mid).result().tensor.to(self._flat.device)
+            lo = 0
+            with torch.no_grad():
+                for i in range(self.boundary, len(c.params)):
+                    t = c.tensors[i]
+                    t.copy_(flat[lo:lo + t.numel()].view_as(t))
+                    lo += t.numel()

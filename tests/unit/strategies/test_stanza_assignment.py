@@ -1,0 +1,203 @@
+"""Stanza's node assignment (eq. 2-5), model profiles, options and plan — pure, no processes."""
+
+import json
+import math
+import random
+
+import pytest
+from pydantic import ValidationError
+
+from synclab.plans.stanza import StanzaProfile, choose_fc_workers
+from synclab.strategies.base import ParamInfo
+from synclab.strategies.stanza import (
+    ProfileError,
+    Stanza,
+    StanzaOptions,
+    assign_nodes,
+    conv_groups,
+    parse_profile,
+    read_profile,
+    split_params,
+)
+
+PROFILE_JSON = {
+    "model": "alexnet", "batch_size": 128, "device": "cuda", "dtype": "float32",
+    "forward_seconds": 0.05, "backward_seconds": 0.1, "tensors": [],
+    "boundary": {"activations_per_sample": 9216, "conv_params": 2_300_000, "fc_params": 58_800_000,
+                 "conv_seconds": 0.12, "fc_seconds": 0.01},
+}
+
+
+def eq4_throughput(n_c: int, n_f: int, p: StanzaProfile) -> float:
+    """Eq. 2-4 written out again, from the paper's symbols, with B in values per second."""
+    B = p.bandwidth_bps / (8 * p.bytes_per_value)
+    A, K, P_c, T_c, T_f = p.activations, p.batch_size, p.conv_params, p.conv_time_s, p.fc_time_s
+    t_c = T_c + n_c / n_f * T_f                                                    # eq. 2
+    log = math.log2(n_c)
+    rounds = log if log.is_integer() else math.floor(log) + 2                     # §4.1.2 (eq. 3 prints ceil)
+    t_s = t_c + 2 * n_c * A * K / (n_f * B) + P_c * rounds / B                     # eq. 3
+    return n_c * K / t_s                                                           # eq. 4
+
+
+def brute_force(total: int, p: StanzaProfile) -> int:
+    """argmax of eq. 4 over every split n_c + n_f = N with every FC worker serving a CONV worker; ties: fewest FC."""
+    splits = [(n_c, total - n_c) for n_c in range(1, total) if total - n_c <= n_c]
+    best = max(eq4_throughput(n_c, n_f, p) for n_c, n_f in splits)
+    return min(n_f for n_c, n_f in splits if math.isclose(eq4_throughput(n_c, n_f, p), best, rel_tol=1e-12))
+
+
+def random_profile(rng: random.Random) -> StanzaProfile:
+    return StanzaProfile(conv_time_s=rng.uniform(0.001, 1.0), fc_time_s=rng.uniform(0.0, 0.5),
+                         activations=rng.randint(1, 50_000), batch_size=rng.choice([1, 16, 32, 128, 256]),
+                         conv_params=rng.randint(0, 30_000_000), bandwidth_bps=rng.choice([1e9, 2.6e9, 1e10, 1e11]))
+
+
+def test_assignment_is_the_brute_force_maximum_of_eq_4():
+    rng = random.Random(4)
+    for _ in range(300):
+        profile = random_profile(rng)
+        total = rng.randint(2, 40)
+        assert assign_nodes(total, profile) == brute_force(total, profile), (total, profile)
+
+
+def test_assignment_equals_eq_5_verbatim_when_no_fc_worker_would_idle():
+    # AlexNet-like numbers on 10 Gbit/s: many CONV workers per FC worker, as in the paper's runs
+    profile = parse_profile(PROFILE_JSON).stanza(10e9)
+    for total in range(2, 33):
+        assert assign_nodes(total, profile) == choose_fc_workers(total, profile)
+
+
+def test_an_fc_worker_without_conv_workers_is_never_chosen():
+    # FC-heavy: eq. 5 alone prefers 1 CONV + 2 FC workers, counting T_f/2 for an FC worker that has nothing to do
+    profile = StanzaProfile(conv_time_s=0.01, fc_time_s=1.0, activations=1, batch_size=1, conv_params=1,
+                            bandwidth_bps=1e12)
+    assert choose_fc_workers(3, profile) == 2
+    assert assign_nodes(3, profile) == 1
+
+
+def test_conv_groups_are_contiguous_and_as_equal_as_possible():
+    assert conv_groups(4, 2) == [range(0, 2), range(2, 4)]
+    assert conv_groups(5, 2) == [range(0, 3), range(3, 5)]
+    assert conv_groups(3, 1) == [range(0, 3)]
+    for n_c in range(1, 12):
+        for n_f in range(1, n_c + 1):
+            groups = conv_groups(n_c, n_f)
+            assert [r for g in groups for r in g] == list(range(n_c))
+            assert max(map(len, groups)) - min(map(len, groups)) <= 1 and min(map(len, groups)) >= 1
+
+
+def test_profile_fields_are_read():
+    b = parse_profile(PROFILE_JSON)
+    assert (b.batch_size, b.activations_per_sample, b.conv_params, b.fc_params) == (128, 9216, 2_300_000, 58_800_000)
+    s = b.stanza(1e9)
+    assert (s.conv_time_s, s.fc_time_s, s.activations, s.batch_size) == (0.12, 0.01, 9216, 128)
+    assert s.conv_params == 2_300_000
+    ps = b.ps(1e9)
+    assert ps.params == 61_100_000 and ps.compute_time_s == pytest.approx(0.13) and ps.batch_size == 128
+
+
+@pytest.mark.parametrize("path, value, field", [
+    (("batch_size",), 0, "batch_size"),
+    (("batch_size",), 1.5, "batch_size"),
+    (("boundary",), [1], "boundary"),
+    (("boundary", "activations_per_sample"), "many", "boundary.activations_per_sample"),
+    (("boundary", "conv_params"), -1, "boundary.conv_params"),
+    (("boundary", "fc_params"), True, "boundary.fc_params"),
+    (("boundary", "conv_seconds"), -0.1, "boundary.conv_seconds"),
+    (("boundary", "fc_seconds"), float("nan"), "boundary.fc_seconds"),
+])
+def test_a_bad_profile_field_is_named(path, value, field):
+    data = json.loads(json.dumps(PROFILE_JSON))
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(ProfileError, match=f"profile field {field} "):
+        parse_profile(data)
+
+
+@pytest.mark.parametrize("missing", ["batch_size", "boundary", "boundary.conv_seconds"])
+def test_a_missing_profile_field_is_named(missing):
+    data = json.loads(json.dumps(PROFILE_JSON))
+    if "." in missing:
+        del data["boundary"][missing.split(".")[1]]
+    else:
+        del data[missing]
+    with pytest.raises(ProfileError, match=f"profile field {missing} is missing"):
+        parse_profile(data)
+
+
+def test_profile_files_that_cannot_be_read(tmp_path):
+    with pytest.raises(ProfileError, match="cannot read profile"):
+        read_profile(tmp_path / "absent.json")
+    (tmp_path / "p.json").write_text("{not json")
+    with pytest.raises(ProfileError, match="is not JSON"):
+        read_profile(tmp_path / "p.json")
+
+
+def test_options_need_fc_workers_or_a_profile_and_bandwidth(tmp_path):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(PROFILE_JSON))
+    assert StanzaOptions(fc_workers=2).fc_workers == 2
+    assert StanzaOptions(profile=path, bandwidth="10gbit").profile == path
+    with pytest.raises(ValidationError, match="strategy.fc_workers, or strategy.profile and strategy.bandwidth"):
+        StanzaOptions(profile=path)
+    with pytest.raises(ValidationError, match="fc_workers"):
+        StanzaOptions(fc_workers=0)
+    with pytest.raises(ValidationError, match="bandwidth"):
+        StanzaOptions(fc_workers=1, bandwidth="fast")
+    with pytest.raises(ValidationError, match="extra"):
+        StanzaOptions(fc_workers=1, conv_workers=3)
+
+
+def cnn_params() -> list[ParamInfo]:
+    names = ["features.0.weight", "features.0.bias", "features.3.weight", "features.3.bias",
+             "classifier.0.weight", "classifier.0.bias", "classifier.2.weight", "classifier.2.bias"]
+    return [ParamInfo(i, n, (10,), 10, i // 2) for i, n in enumerate(names)]
+
+
+def test_split_params_finds_the_boundary_and_refuses_models_without_one():
+    assert split_params(cnn_params()) == 4
+    mlp = [ParamInfo(i, f"layers.{i}.weight", (4,), 4, i) for i in range(3)]
+    with pytest.raises(ValueError, match="'layers.0.weight' does not fit"):
+        split_params(mlp)
+    only_conv = [p for p in cnn_params() if p.name.startswith("features")]
+    with pytest.raises(ValueError, match="both a CONV part"):
+        split_params(only_conv)
+    shuffled = [ParamInfo(i, p.name, p.shape, p.numel, p.layer) for i, p in enumerate(reversed(cnn_params()))]
+    with pytest.raises(ValueError, match="does not fit"):
+        split_params(shuffled)
+
+
+def test_plan_with_fixed_fc_workers():
+    plan = Stanza.make_plan(cnn_params(), ps_shards=0, workers=5, seed=0, options=StanzaOptions(fc_workers=2))
+    assert (plan["conv_workers"], plan["fc_workers"], plan["boundary"]) == (3, 2, 4)
+    assert plan["assigned_by"] == "strategy.fc_workers"
+    json.dumps(plan)  # published through the coordinator as JSON
+    with pytest.raises(ValueError, match="each FC worker needs at least one"):
+        Stanza.make_plan(cnn_params(), ps_shards=0, workers=3, seed=0, options=StanzaOptions(fc_workers=2))
+    with pytest.raises(ValueError, match="at least 2 workers"):
+        Stanza.make_plan(cnn_params(), ps_shards=0, workers=1, seed=0, options=StanzaOptions(fc_workers=1))
+
+
+def test_plan_from_the_profile_solves_eq_5(tmp_path):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(PROFILE_JSON))
+    options = StanzaOptions(profile=path, bandwidth="10gbit")
+    plan = Stanza.make_plan(cnn_params(), ps_shards=0, workers=11, seed=0, options=options)
+    profile = parse_profile(PROFILE_JSON).stanza(10e9)
+    n_f = brute_force(11, profile)
+    assert (plan["conv_workers"], plan["fc_workers"]) == (11 - n_f, n_f)
+    assert plan["assigned_by"] == "eq. 2-5"
+    assert plan["predicted_throughput_samples_per_s"] == pytest.approx(eq4_throughput(11 - n_f, n_f, profile))
+    json.dumps(plan)
+
+
+def test_plan_names_a_bad_profile_field(tmp_path):
+    path = tmp_path / "profile.json"
+    data = json.loads(json.dumps(PROFILE_JSON))
+    data["boundary"]["fc_seconds"] = "fast"
+    path.write_text(json.dumps(data))
+    options = StanzaOptions(profile=path, bandwidth="1gbit")  # only rank 0 reads the file, in make_plan
+    with pytest.raises(ProfileError, match="strategy.profile: profile field boundary.fc_seconds"):
+        Stanza.make_plan(cnn_params(), ps_shards=0, workers=4, seed=0, options=options)
