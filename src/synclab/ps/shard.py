@@ -1,12 +1,25 @@
-"""A parameter-server shard: key-value store, synchronous aggregation, optimizer, notify or broadcast.
+"""A parameter-server shard: key-value store, aggregation, optimizer, and what it tells the workers.
 
-The shard owns the (key, slice) partitions the plan assigns it. Pushes are
-aggregated per (key, slice, iteration) until every worker has contributed; then
-the mean gradient goes through SGD with momentum and weight decay, and the
-workers are told: ``notify-pull`` sends a NOTIFY and answers the PULL_REQUEST
-that follows (MXNet KVStore, P3 §4.1); ``broadcast`` sends the fresh values to
-every worker at once (P3 §4.2). Every push is validated before anything is
-touched, so a refused push leaves the store unchanged.
+The shard owns the (key, slice) partitions the plan assigns it and runs SGD
+with momentum and weight decay on them. What happens around the update is set
+by one :class:`ServerMode`, chosen by name in :data:`SERVER_MODES`:
+
+- ``notify-pull``: pushes are aggregated per (key, slice, iteration) until
+  every worker has contributed; the mean gradient is applied and every worker
+  gets a NOTIFY, then pulls (MXNet KVStore, P3 §4.1).
+- ``broadcast``: the same aggregation; the fresh values go to every worker at
+  once, unasked (P3 §4.2).
+- ``pull``: the same aggregation, and silence; a worker pulls when it wants the
+  values (SSD-SGD §3.4–3.5: the servers run SSGD unchanged, workers pull only
+  every k iterations).
+- ``async``: every push is applied on its own as soon as it arrives, no
+  aggregation across workers (asynchronous SGD, as MXNet's ``dist_async``).
+
+In the synchronous modes a pull for iteration t is answered once the update of
+iteration t has been applied (a pull that arrives earlier waits, as a KVServer
+answers a pull only after the pushes before it); in ``async`` mode a pull gets
+the latest values at once. Every push is validated before anything is touched,
+so a refused push leaves the store unchanged.
 """
 
 from __future__ import annotations
@@ -24,7 +37,22 @@ from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId, Received
 
 SendFn = Callable[[str, Message], None]
-SERVER_MODES = ("notify-pull", "broadcast")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerMode:
+    """How a shard treats pushes and pulls."""
+
+    synchronous: bool        # aggregate all workers' pushes of an iteration, then update once
+    announce: int | None     # frame kind sent to every worker after an update (None: stay silent)
+
+
+SERVER_MODES: dict[str, ServerMode] = {
+    "notify-pull": ServerMode(synchronous=True, announce=pb.NOTIFY),
+    "broadcast": ServerMode(synchronous=True, announce=pb.PARAMS),
+    "pull": ServerMode(synchronous=True, announce=None),
+    "async": ServerMode(synchronous=False, announce=None),
+}
 
 
 class PushRejected(ValueError):
@@ -32,23 +60,42 @@ class PushRejected(ValueError):
 
 
 @dataclass
+class _Round:
+    """One iteration's pushes of one (key, slice), summed."""
+
+    total: torch.Tensor
+    pushed_by: set = field(default_factory=set)
+
+
+@dataclass
 class _Entry:
     part: Partition
     value: torch.Tensor | None = None
     momentum: torch.Tensor | None = None
-    version: int = 0                      # last iteration applied
-    pending: torch.Tensor | None = None   # sum of this iteration's pushes
-    pushed_by: set = field(default_factory=set)
+    version: int = 0                      # synchronous: last iteration applied; async: pushes applied
+    rounds: dict[int, _Round] = field(default_factory=dict)     # iteration -> pushes so far (synchronous)
+    last_push: dict[str, int] = field(default_factory=dict)     # worker -> last iteration pushed (async)
+    waiting_pulls: list[tuple[str, int]] = field(default_factory=list)  # (worker, iteration) not yet answerable
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class Shard:
+    """One shard's store. ``max_ahead``: how many iterations past the last applied one a push may be for.
+
+    In lockstep strategies (``ps``, ``p3``) a worker cannot push iteration t+1 before
+    it has iteration t's values, so 1; SSD-SGD workers run up to k+1 ahead.
+    """
+
     def __init__(self, index: int, partitions: list[Partition], workers: list[str], *, lr: float, momentum: float,
-                 weight_decay: float, send: SendFn, mode: str = "notify-pull",
+                 weight_decay: float, send: SendFn, mode: str = "notify-pull", max_ahead: int = 1,
                  on_aggregated: Callable[[float], None] | None = None):
         if mode not in SERVER_MODES:
-            raise ValueError(f"unknown PS server mode {mode!r}; choose one of {SERVER_MODES}")
+            raise ValueError(f"unknown PS server mode {mode!r}; choose one of {tuple(SERVER_MODES)}")
+        if max_ahead < 1:
+            raise ValueError(f"max_ahead must be >= 1, got {max_ahead}")
         self.index, self.workers, self.mode = index, list(workers), mode
+        self.rules = SERVER_MODES[mode]
+        self.max_ahead = max_ahead
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self._send = send
         self._on_aggregated = on_aggregated
@@ -56,6 +103,7 @@ class Shard:
         self._uninitialized = len(self._entries)
         self._init_lock = threading.Lock()
         self.initialized = threading.Event()
+        self._progress = threading.Condition()
         if not self._entries:
             self.initialized.set()
 
@@ -69,6 +117,16 @@ class Shard:
     def keys(self) -> list[tuple[str, int]]:
         return sorted(self._entries)
 
+    def settled(self, iterations: int) -> bool:
+        """Every worker's pushes of ``iterations`` iterations applied and every pull answered."""
+        done = iterations if self.rules.synchronous else iterations * len(self.workers)
+        return all(e.version >= done and not e.waiting_pulls for e in self._entries.values())
+
+    def wait_settled(self, iterations: int, timeout: float | None = None) -> bool:
+        """Block until :meth:`settled`; pushes may still be on the wire when the workers finish."""
+        with self._progress:
+            return self._progress.wait_for(lambda: self.settled(iterations), timeout=timeout)
+
     def _entry(self, key: str, slice_: int) -> _Entry:
         try:
             return self._entries[(key, slice_)]
@@ -81,7 +139,7 @@ class Shard:
         if kind == pb.GRADIENT:
             self._push(msg)
         elif kind == pb.PULL_REQUEST:
-            self._pull(msg.sender, msg.mid.key, msg.mid.slice)
+            self._pull(msg.sender, msg.mid.key, msg.mid.slice, msg.mid.iteration)
         elif kind == pb.PARAMS:
             self._init(msg)
         else:
@@ -116,41 +174,90 @@ class Shard:
         if msg.sender not in self.workers:
             raise PushRejected(f"push from {msg.sender!r}, which is not a worker of this job")
         with e.lock:
+            t0 = time.perf_counter()
             if e.value is None:
                 raise PushRejected(f"{msg.mid.key!r} slice {msg.mid.slice} pushed before it was initialized")
-            if msg.mid.iteration != e.version + 1:
-                raise PushRejected(f"{msg.mid.key!r} slice {msg.mid.slice}: push for iteration {msg.mid.iteration}, "
-                                   f"expected {e.version + 1}")
-            if msg.sender in e.pushed_by:
-                raise PushRejected(f"{msg.sender} pushed {msg.mid.key!r} slice {msg.mid.slice} twice "
-                                   f"in iteration {msg.mid.iteration}")
-            if e.pending is None:
-                e.pending = t.clone()
+            if self.rules.synchronous:
+                applied = self._aggregate(e, msg, t)
             else:
-                e.pending.add_(t)
-            e.pushed_by.add(msg.sender)
-            if len(e.pushed_by) < len(self.workers):
+                applied = self._apply_at_once(e, msg, t)
+            if not applied:
                 return
-            t0 = time.perf_counter()
-            grad = e.pending.div_(len(self.workers))
-            e.momentum = sgd_momentum_(e.value, grad, e.momentum, lr=self.lr, momentum=self.momentum,
-                                       weight_decay=self.weight_decay)
-            e.version = msg.mid.iteration
-            e.pending, e.pushed_by = None, set()
-            fresh = e.value.clone() if self.mode == "broadcast" else None
+            fresh = e.value.clone() if self.rules.announce == pb.PARAMS else None
+            answers = self._answerable_pulls(e)
         if self._on_aggregated is not None:
             self._on_aggregated(time.perf_counter() - t0)
-        mid = MessageId(pb.PARAMS if fresh is not None else pb.NOTIFY, e.part.key, e.part.slice, e.version)
-        for w in self.workers:
-            self._send(w, Message(mid, fresh, e.part.priority))
+        if self.rules.announce is not None:
+            for version in applied:
+                mid = MessageId(self.rules.announce, e.part.key, e.part.slice, version)
+                for w in self.workers:
+                    self._send(w, Message(mid, fresh, e.part.priority))
+        self._answer(e, answers)
 
-    def _pull(self, worker: str, key: str, slice_: int) -> None:
+    def _aggregate(self, e: _Entry, msg: Received, t: torch.Tensor) -> list[int]:
+        """Add a push to its iteration's round; apply every round that is complete, in order (lock held)."""
+        it = msg.mid.iteration
+        if not e.version < it <= e.version + self.max_ahead:
+            expected = (f"expected {e.version + 1}" if self.max_ahead == 1
+                        else f"expected {e.version + 1}..{e.version + self.max_ahead}")
+            raise PushRejected(f"{msg.mid.key!r} slice {msg.mid.slice}: push for iteration {it}, {expected}")
+        r = e.rounds.get(it)
+        if r is not None and msg.sender in r.pushed_by:
+            raise PushRejected(f"{msg.sender} pushed {msg.mid.key!r} slice {msg.mid.slice} twice in iteration {it}")
+        if r is None:
+            r = e.rounds[it] = _Round(t.clone())
+        else:
+            r.total.add_(t)
+        r.pushed_by.add(msg.sender)
+        applied = []
+        while (r := e.rounds.get(e.version + 1)) is not None and len(r.pushed_by) == len(self.workers):
+            del e.rounds[e.version + 1]
+            e.momentum = sgd_momentum_(e.value, r.total.div_(len(self.workers)), e.momentum, lr=self.lr,
+                                       momentum=self.momentum, weight_decay=self.weight_decay)
+            e.version += 1
+            applied.append(e.version)
+        return applied
+
+    def _apply_at_once(self, e: _Entry, msg: Received, t: torch.Tensor) -> list[int]:
+        """ASGD: this worker's gradient alone moves the weights (lock held); lr is not divided by the workers."""
+        it = msg.mid.iteration
+        last = e.last_push.get(msg.sender, 0)
+        if it <= last:
+            raise PushRejected(f"{msg.sender} pushed {msg.mid.key!r} slice {msg.mid.slice} for iteration {it} "
+                               f"after iteration {last}")
+        e.last_push[msg.sender] = it
+        e.momentum = sgd_momentum_(e.value, t, e.momentum, lr=self.lr, momentum=self.momentum,
+                                   weight_decay=self.weight_decay)
+        e.version += 1
+        return [e.version]
+
+    def _pull(self, worker: str, key: str, slice_: int, iteration: int) -> None:
         e = self._entry(key, slice_)
         with e.lock:
             if e.value is None:
                 raise PushRejected(f"{key!r} slice {slice_} pulled before it was initialized")
-            value, version = e.value.clone(), e.version
-        self._send(worker, Message(MessageId(pb.PARAMS, key, slice_, version), value, e.part.priority))
+            e.waiting_pulls.append((worker, iteration))
+            answers = self._answerable_pulls(e)
+        self._answer(e, answers)
+
+    def _answerable_pulls(self, e: _Entry) -> list[tuple[str, int, torch.Tensor]]:
+        """Pulls whose iteration has been applied (all of them in async mode), with the values to send (lock held)."""
+        if not e.waiting_pulls:
+            return []
+        ready = [(w, it) for w, it in e.waiting_pulls if not self.rules.synchronous or it <= e.version]
+        if not ready:
+            return []
+        e.waiting_pulls = [p for p in e.waiting_pulls if p not in ready]
+        value = e.value.clone()
+        return [(w, it, value) for w, it in ready]
+
+    def _answer(self, e: _Entry, answers: list[tuple[str, int, torch.Tensor]]) -> None:
+        """Send pull replies (labelled with the iteration asked for), then wake :meth:`wait_settled`."""
+        for worker, iteration, value in answers:
+            self._send(worker, Message(MessageId(pb.PARAMS, e.part.key, e.part.slice, iteration), value,
+                                       e.part.priority))
+        with self._progress:
+            self._progress.notify_all()
 
     def pull_frames(self, key: str, slice_: int, sender: str, chunk_bytes: int):
         """Frames answering the unary cold-start Pull RPC."""

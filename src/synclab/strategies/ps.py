@@ -12,6 +12,8 @@ notification the worker issues a pull and the reply refreshes the parameters
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
 
 import torch
 
@@ -26,11 +28,22 @@ def partitions_from_plan(plan: dict) -> list[Partition]:
     return [Partition(**p) for p in plan["partitions"]]
 
 
-class PsClient:
-    """The worker side of a PS (KVWorker): push slices, pull on notify, refresh params.
+@dataclass
+class _Landing:
+    """Where the values of one tensor for one iteration go, and how many slices are still to come."""
 
-    Also used by later PS-based strategies; ``pull_on_notify=False`` suits servers
-    that broadcast fresh parameters unasked.
+    into: torch.Tensor | None      # None: the live tensor, marked fresh once complete
+    remaining: int
+    done: Future
+
+
+class PsClient:
+    """The worker side of a PS (KVWorker): push slices, pull, land the values, refresh params.
+
+    Also used by later PS-based strategies. With ``pull_on_notify`` a NOTIFY makes it
+    pull that slice (KVStore); without it, values may come unasked (a broadcasting
+    server) or after :meth:`pull`. Values land in the live tensor, which is then
+    marked fresh, unless :meth:`pull` names another tensor to land in.
     """
 
     def __init__(self, ctx: WorkerContext, partitions: list[Partition], *, pull_on_notify: bool = True):
@@ -40,7 +53,7 @@ class PsClient:
             self._by_key.setdefault(p.key, []).append(p)
         self._index = {info.name: info.index for info in ctx.params}
         self._lock = threading.Lock()
-        self._arrived: dict[tuple[int, int], int] = {}  # (iteration, index) -> partitions received
+        self._landings: dict[tuple[int, int], _Landing] = {}  # (iteration, index) -> values still arriving
         ctx.inbox.subscribe(pb.PARAMS, self._on_params)
         if pull_on_notify:
             ctx.inbox.subscribe(pb.NOTIFY, self._on_notify)
@@ -68,6 +81,18 @@ class PsClient:
         for f in futures:
             f.add_done_callback(one_done)
 
+    def pull(self, iteration: int, index: int, into: torch.Tensor | None = None) -> Future:
+        """Ask for tensor ``index`` as of ``iteration``; the future resolves once every slice has landed.
+
+        ``into`` (same numel as the tensor) receives the values instead of the live
+        tensor, which is then neither touched nor marked fresh.
+        """
+        done = self._landing(iteration, index, into).done
+        for p in self.partitions(index):
+            self.ctx.ps_links[p.shard].send(Message(MessageId(pb.PULL_REQUEST, p.key, p.slice, iteration),
+                                                    priority=p.priority))
+        return done
+
     def push_initial(self) -> None:
         """Rank 0 seeds every shard with its initial parameter values."""
         futures = []
@@ -79,6 +104,16 @@ class PsClient:
         for f in futures:
             f.result()
 
+    def _landing(self, iteration: int, index: int, into: torch.Tensor | None = None) -> _Landing:
+        with self._lock:
+            landing = self._landings.get((iteration, index))
+            if landing is None:
+                need = len(self.partitions(index))
+                landing = self._landings[(iteration, index)] = _Landing(into, need, Future())
+            elif into is not None:
+                raise RuntimeError(f"tensor {index} of iteration {iteration} is already being received")
+            return landing
+
     def _on_notify(self, msg: Received) -> None:
         shard = self._shard_of(msg)
         self.ctx.ps_links[shard].send(Message(MessageId(pb.PULL_REQUEST, msg.mid.key, msg.mid.slice, msg.mid.iteration)))
@@ -89,17 +124,19 @@ class PsClient:
     def _on_params(self, msg: Received) -> None:
         index = self._index[msg.mid.key]
         p = self._by_key[msg.mid.key][msg.mid.slice]
+        landing = self._landing(msg.mid.iteration, index)
+        target = self.ctx.tensors[index] if landing.into is None else landing.into
         with torch.no_grad():
-            self.ctx.tensors[index].view(-1)[p.offset:p.offset + p.length].copy_(msg.tensor)
-        need = len(self._by_key[msg.mid.key])
+            target.view(-1)[p.offset:p.offset + p.length].copy_(msg.tensor)
         with self._lock:
-            k = (msg.mid.iteration, index)
-            self._arrived[k] = self._arrived.get(k, 0) + 1
-            complete = self._arrived[k] == need
+            landing.remaining -= 1
+            complete = landing.remaining == 0
             if complete:
-                del self._arrived[k]
+                del self._landings[(msg.mid.iteration, index)]
         if complete:
-            self.ctx.mark_fresh(index)
+            if landing.into is None:
+                self.ctx.mark_fresh(index)
+            landing.done.set_result(None)
 
 
 @register
