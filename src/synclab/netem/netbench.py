@@ -127,7 +127,8 @@ def _echo_server() -> None:
         pass
 
 
-def run_netbench(profile: LinkProfile, isolation: str, *, duration_s: float = 3.0) -> dict:
+def run_netbench(profile: LinkProfile, isolation: str, *, duration_s: float = 3.0,
+                 prefer: tuple[str, ...] | None = None) -> dict:
     """Measure one link; returns configured rate, goodputs, ratios, backend, RTT."""
     from synclab.netem import bench
 
@@ -136,7 +137,8 @@ def run_netbench(profile: LinkProfile, isolation: str, *, duration_s: float = 3.
     if isolation == "netns":
         from synclab.netem.netns import NetnsCluster, Topology
 
-        with NetnsCluster(Topology.star(["a", "b"], profile=profile)) as c:
+        extra = {"prefer": prefer} if prefer else {}
+        with NetnsCluster(Topology.star(["a", "b"], profile=profile), **extra) as c:
             applied = c.applied.get("a")
             left = sorted(applied.left_to_app) if applied else []
             result.update(backend=applied.backend if applied else "none", left_to_transport=left,
