@@ -1,0 +1,62 @@
+"""Which backend shapes a job's links, decided from the spec and what the machine offers (no root needed)."""
+
+import pytest
+
+from synclab.config import SpecError, parse_spec
+from synclab.roles.network import apply_to_spec, resolve_network
+
+KERNEL = frozenset({"htb", "tbf", "ifb"})
+
+
+def plan(net, *, available=KERNEL, netns_unavailable=None):
+    return resolve_network(parse_spec({"network": net}), kernel_available=available,
+                           netns_unavailable=netns_unavailable)
+
+
+def test_auto_prefers_netns_with_kernel_rate_shaping():
+    p = plan({"profile": "4gbit"})
+    assert (p.isolation, p.backend, p.app_shaping) == ("netns", "tbf", [])
+
+
+def test_auto_falls_back_to_app_and_says_why():
+    p = plan({"profile": "4gbit"}, netns_unavailable="needs root")
+    assert (p.isolation, p.backend, p.app_shaping) == ("none", "app", ["rate"])
+    assert any("needs root" in n for n in p.notes) and any("ingress" in n for n in p.notes)
+
+
+def test_delay_without_netem_goes_to_the_transport():
+    p = plan({"profile": "wan-20ms"})
+    assert p.backend == "tbf" and p.app_shaping == ["delay", "jitter"]
+    assert any("no netem" in n for n in p.notes)
+    p = plan({"profile": "wan-20ms"}, available=KERNEL | {"netem"})
+    assert p.backend == "netem" and p.app_shaping == []
+
+
+@pytest.mark.parametrize("kw", [{}, {"netns_unavailable": "no root"}])
+def test_loss_is_refused_without_netem(kw):
+    with pytest.raises(SpecError, match="network.profile: loss needs tc netem"):
+        plan({"profile": "lossy-1pct"}, **kw)
+
+
+def test_netns_requested_but_unavailable_is_an_error():
+    with pytest.raises(SpecError, match="network.isolation: no root"):
+        plan({"profile": "1gbit", "isolation": "netns"}, netns_unavailable="no root")
+
+
+def test_unshaped_and_inline():
+    assert plan({}).backend == "none"
+    p = plan({"rate": "300mbit", "delay": "5ms", "isolation": "none"}, netns_unavailable="x")
+    assert p.backend == "app" and p.app_shaping == ["delay", "rate"]
+    assert p.profile.rate_bps == 300_000_000 and p.profile.direction == "egress"
+
+
+def test_resolved_spec_carries_the_profile_inline():
+    s = parse_spec({"network": {"profile": "2gbit"}})
+    s2 = apply_to_spec(s, resolve_network(s, kernel_available=KERNEL, netns_unavailable=None))
+    assert s2.network.backend == "tbf" and s2.network.isolation == "netns"
+    assert isinstance(s2.network.profile, dict) and s2.network.rate_bps == 2_000_000_000
+
+
+def test_profile_and_rate_together_are_refused():
+    with pytest.raises(SpecError, match="either network.profile or network.rate"):
+        parse_spec({"network": {"profile": "1gbit", "rate": "2gbit"}})
