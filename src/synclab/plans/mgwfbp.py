@@ -36,9 +36,13 @@ __all__ = [
     "CostModel",
     "MergePlan",
     "algorithm1",
+    "backward_times",
     "brute_force_plan",
     "comm_timeline",
+    "decode_merged",
     "fit_cost_model",
+    "fit_sizes",
+    "group_layout",
     "iteration_time",
     "non_overlapped_comm",
     "optimal_plan",
@@ -376,3 +380,70 @@ def brute_force_plan(
     if len(t_b) > max_tensors:
         raise ValueError(f"brute force over {len(t_b)} tensors exceeds max_tensors={max_tensors}")
     return min(_all_plans(len(t_b)), key=lambda plan: iteration_time(plan, t_f, t_b, sizes, cost))
+
+
+# -- helpers for running a plan (the ``mgwfbp`` and ``synceasgd`` strategies) ----------------------
+
+
+def backward_times(backward_start: float, ready: Sequence[float]) -> list[float]:
+    """Per-tensor t_b from one measured backward pass (§5.1), for the plans above.
+
+    ``ready[i]`` is when tensor i's gradient was ready, ``backward_start``
+    when backward began. §5.1 takes the interval between consecutive
+    gradient-ready events. Autograd need not produce gradients in exactly
+    descending index order (a conv layer's bias gradient comes after its
+    weight's), while a plan sends groups L-1..0 in turn, so tensor i counts as
+    ready once it and every tensor after it are: R_i = max(ready[i..L-1]) and
+    t_b[i] = R_i - R_{i+1} with R_L = ``backward_start``. In descending order
+    this is exactly §5.1's interval; the sum is always the whole backward pass.
+    """
+    if not ready:
+        raise ValueError("ready needs one time per tensor")
+    t_b = [0.0] * len(ready)
+    previous = backward_start
+    for i in range(len(ready) - 1, -1, -1):
+        current = max(previous, ready[i])
+        t_b[i] = current - previous
+        previous = current
+    return t_b
+
+
+def group_layout(plan: MergePlan, sizes: Sequence[int]) -> list[tuple[tuple[int, int, int], ...]]:
+    """Where each tensor lives in its group's flat buffer: per group (communication
+    order) a tuple of (tensor, offset, size), in the group's own order; a group's
+    buffer holds ``offset + size`` of its last entry elements."""
+    if plan.num_tensors != len(sizes):
+        raise ValueError(f"plan covers {plan.num_tensors} tensors but sizes has {len(sizes)}")
+    layout = []
+    for group in plan.groups:
+        offset, slots = 0, []
+        for tensor in group:
+            slots.append((tensor, offset, sizes[tensor]))
+            offset += sizes[tensor]
+        layout.append(tuple(slots))
+    return layout
+
+
+def decode_merged(values: Sequence[float]) -> MergePlan:
+    """The plan from a broadcast of m (eq. 22) encoded as one 0/1 value per tensor.
+
+    Refuses anything but exact 0s and 1s: a sum that is not a one-hot plan
+    means more than one rank contributed, and ranks must never guess a plan.
+    """
+    if any(v not in (0, 1) for v in values):
+        raise ValueError(f"a broadcast merge plan holds only 0 and 1, got {list(values)!r}")
+    return MergePlan.from_merged_flags([v == 1 for v in values])
+
+
+def fit_sizes(total: int, *, count: int = 6, smallest: int = 256, largest: int = 1 << 22) -> list[int]:
+    """Message sizes (in elements) for timing all-reduces to fit T(M) = a + b*M (Fig. 4).
+
+    A geometric series from ``smallest`` to the whole model (``total``), capped
+    at ``largest`` and never below 16 * ``smallest`` so the line has a slope to
+    fit; ``count`` distinct sizes.
+    """
+    if count < 2 or smallest < 1:
+        raise ValueError(f"fit_sizes needs count >= 2 and smallest >= 1, got {count}, {smallest}")
+    top = max(16 * smallest, min(total, largest))
+    ratio = (top / smallest) ** (1 / (count - 1))
+    return [round(smallest * ratio**k) for k in range(count)]

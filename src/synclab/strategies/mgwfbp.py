@@ -1,0 +1,305 @@
+"""``mgwfbp``: merged-gradient wait-free back-propagation (MG-WFBP §4–5, Algorithm 2); ``mgwfbp-opt``.
+
+A run goes through four steps:
+
+1. ``setup`` (every rank, before the start barrier): timed ring all-reduces of
+   several sizes on the live cluster, in interleaved rounds after one untimed
+   warm-up round; rank 0 fits T(M) = a + b·M (eq. 10, Fig. 4) by least squares
+   to the per-size medians of its own timings, with M in bytes.
+2. Iterations 1..P (P = ``strategy.profile_iterations``) run as WFBP (§2.3):
+   each gradient is all-reduced alone as soon as it is ready. Meanwhile rank 0
+   times the forward pass t_f (to the loss, gate waits excluded) and each
+   tensor's backward time t_b as the interval between consecutive
+   gradient-ready events (§5.1; on CUDA it synchronizes the device before every
+   timestamp of these iterations, as the paper does; on CPU autograd already
+   runs one node at a time).
+3. At the end of iteration P, on the communication thread (overlapping the
+   next forward pass), rank 0 computes the merge plan m (eq. 22) from the
+   medians over the P iterations — Algorithm 1 for ``mgwfbp``, the exact
+   minimum of eq. 24 (``optimal_plan``) for ``mgwfbp-opt`` — and records it in
+   ``plan.json``. It is broadcast from rank 0 (Algorithm 2 line 8) as a ring
+   all-reduce of m encoded 0/1 to which only rank 0 contributes, so every rank
+   decodes the same bytes.
+4. From iteration P+1 (Algorithm 2 lines 23-32): each gradient is copied into
+   its group's flat buffer, allocated once; a group is all-reduced as soon as
+   all of its gradients are in, groups one after another in plan (backward)
+   order; then each tensor of the group is averaged, updated and its gate opened.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from concurrent.futures import Future
+from typing import Any, ClassVar
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from synclab.collective.ring import ring_allreduce_
+from synclab.plans.mgwfbp import (
+    CostModel,
+    MergePlan,
+    algorithm1,
+    backward_times,
+    decode_merged,
+    fit_cost_model,
+    fit_sizes,
+    group_layout,
+    iteration_time,
+    non_overlapped_comm,
+    optimal_plan,
+    synceasgd_plan,
+    wfbp_plan,
+)
+from synclab.ps.optimizer import sgd_momentum_
+from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
+from synclab.strategies.registry import register
+
+# strategy.name's plan: Algorithm 1 as printed, or the exact minimum of eq. 24
+PLAN_OF_ALGORITHM = {"paper": "mgwfbp", "optimal": "mgwfbp-opt"}
+
+
+class MgWfbpOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    profile_iterations: int = Field(
+        5, ge=1, description="iterations run as WFBP while t_f and t_b are measured (§5.1); medians are used")
+    fit_sizes_params: list[int] | None = Field(
+        None, description="all-reduce sizes (params) timed at setup to fit T(M) = a + b·M; "
+                          "default 6 sizes from 256 params to the whole model, at most 4 Mi params")
+    fit_repeats: int = Field(5, ge=1, description="timed rounds over the fit sizes; per-size medians are fitted")
+
+    @field_validator("fit_sizes_params")
+    @classmethod
+    def _sizes(cls, v):
+        if v is not None and (len(set(v)) < 2 or min(v) < 1):
+            raise ValueError(f"needs at least 2 distinct sizes, each >= 1, got {v}")
+        return v
+
+
+class _BackwardClock:
+    """Rank 0's §5.1 stopwatch for one iteration: when backward starts and when each gradient is ready."""
+
+    def __init__(self, engine):
+        self._cuda = engine.device if engine.device.type == "cuda" else None
+        self.backward_start = float("nan")
+        self.ready = [float("nan")] * len(engine.tensors)
+        self._handles = [engine.loss_fn.register_forward_hook(self._loss_done)]
+        for i, p in enumerate(engine.tensors):
+            self._handles.append(p.register_post_accumulate_grad_hook(self._grad_ready(i)))
+
+    def _now(self) -> float:
+        if self._cuda is not None:
+            torch.cuda.synchronize(self._cuda)
+        return time.perf_counter()
+
+    def _loss_done(self, module, args, output):
+        self.backward_start = self._now()
+
+    def _grad_ready(self, index: int):
+        def hook(p):
+            self.ready[index] = self._now()
+        return hook
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+@register
+class MgWfbp(Strategy):
+    """``mgwfbp``: MG-WFBP with Algorithm 1's merge plan, from t_b, t_f, a and b measured on the live cluster."""
+
+    name = "mgwfbp"
+    Options = MgWfbpOptions
+    plan_algorithm: ClassVar[str] = "paper"
+
+    @classmethod
+    def make_plan(cls, params: list[ParamInfo], *, ps_shards, workers, seed, options):
+        return {"strategy": cls.name, "algorithm": cls.plan_algorithm,
+                "profile_iterations": options.profile_iterations,
+                "status": "profiling: rank 0 replaces this with the measured merge plan"}
+
+    def __init__(self, ctx: WorkerContext):
+        super().__init__(ctx)
+        self.options: MgWfbpOptions = ctx.options
+        self._next = (ctx.rank + 1) % ctx.world
+        self._prev_name = ctx.worker_names.get((ctx.rank - 1) % ctx.world, "")
+        self._momentum: dict[int, torch.Tensor | None] = {}
+        self._numels = [p.numel for p in ctx.params]
+        self._dtype, self._device = ctx.tensors[0].dtype, ctx.tensors[0].device
+        self._size_bytes = [t.numel() * t.element_size() for t in ctx.tensors]
+        self._profiles: list[Future] = [Future() for _ in range(self.options.profile_iterations)]
+        self._fit: dict[str, Any] = {}
+        self.cost: CostModel | None = None
+        self.plan: MergePlan | None = None
+        self._layout: list[tuple[tuple[int, int, int], ...]] | None = None
+
+    def peers(self):
+        return {self._next} if self.ctx.world > 1 else set()
+
+    def _allreduce_mean_(self, flat: torch.Tensor, key: str, iteration: int) -> torch.Tensor:
+        c = self.ctx
+        ring_allreduce_(flat, rank=c.rank, world=c.world, key=key, iteration=iteration,
+                        to_next=c.peer_links.get(self._next), inbox=c.inbox, prev_name=self._prev_name)
+        return flat.div_(c.world)
+
+    # -- 1. the cost model T(M) = a + b·M, on the live cluster ------------------------------------
+
+    def setup(self):
+        c = self.ctx
+        if c.world == 1:  # nothing to communicate: a = b = 0 makes every plan WFBP
+            self.cost = CostModel(0.0, 0.0)
+            return
+        sizes = self.options.fit_sizes_params or fit_sizes(sum(self._numels))
+        buf = torch.zeros(max(sizes), dtype=self._dtype, device=self._device)
+        seconds: dict[int, list[float]] = {s: [] for s in sizes}
+        for rnd in range(-1, self.options.fit_repeats):  # round -1 warms the streams up, untimed
+            for s in sizes:
+                t0 = time.perf_counter()
+                ring_allreduce_(buf[:s], rank=c.rank, world=c.world, key=f"mgwfbp/fit{rnd}/{s}", iteration=0,
+                                to_next=c.peer_links.get(self._next), inbox=c.inbox, prev_name=self._prev_name)
+                if rnd >= 0:
+                    seconds[s].append(time.perf_counter() - t0)
+        size_bytes = [s * buf.element_size() for s in sizes]
+        medians = [statistics.median(seconds[s]) for s in sizes]
+        self._fit = {"sizes_bytes": size_bytes, "median_seconds": medians, "repeats": self.options.fit_repeats}
+        if c.rank == 0:
+            try:
+                self.cost = fit_cost_model(size_bytes, medians)
+            except ValueError as e:
+                raise RuntimeError(f"{self.name}: all-reduce timings {dict(zip(size_bytes, medians))} (bytes: "
+                                   f"seconds) do not fit T(M) = a + b·M: {e}; widen strategy.fit_sizes_params "
+                                   f"or raise strategy.fit_repeats") from None
+
+    # -- 2. profiling iterations: WFBP while rank 0 measures t_f and t_b (§5.1) -------------------
+
+    def run_iteration(self, engine, iteration, x, y, start):
+        if self.ctx.rank != 0 or iteration > len(self._profiles):
+            return engine.run_iteration(iteration, x, y, start=start)
+        profile = self._profiles[iteration - 1]
+        clock = _BackwardClock(engine)
+        try:
+            t0 = time.perf_counter()
+            timing = engine.run_iteration(iteration, x, y, start=start)
+            clock.close()
+            missing = [self.ctx.params[i].name for i, t in enumerate(clock.ready) if math.isnan(t)]
+            if missing:
+                raise RuntimeError(f"{self.name}: no gradient for {', '.join(missing)} in iteration {iteration}")
+            self.record_profile(iteration, clock.backward_start - t0 - timing.gate_wait_s,
+                                backward_times(clock.backward_start, clock.ready))
+            return timing
+        except BaseException as e:
+            clock.close()
+            if not profile.done():
+                profile.set_exception(e)
+            raise
+
+    def record_profile(self, iteration: int, t_f: float, t_b: list[float]) -> None:
+        """Rank 0's measurement of profiled iteration ``iteration``: forward time and per-tensor t_b, seconds."""
+        self._profiles[iteration - 1].set_result((t_f, list(t_b)))
+
+    def on_gradient(self, iteration, index, grad):
+        if self._layout is None:  # profiling iterations: WFBP (§2.3)
+            flat = grad.reshape(-1).contiguous()
+            self._communicate(iteration, ((index, 0, flat.numel()),), flat, self.ctx.params[index].name)
+            return
+        group, offset, numel = self._slot_of[index]
+        self._bufs[group][offset:offset + numel].copy_(grad.reshape(-1))
+        self._missing[group] -= 1
+        while self._turn < len(self._layout) and self._missing[self._turn] == 0:
+            g = self._turn
+            self._communicate(iteration, self._layout[g], self._bufs[g], f"mgwfbp/group{g}")
+            self._missing[g] = len(self._layout[g])
+            self._turn += 1
+        if self._turn == len(self._layout):
+            self._turn = 0
+
+    def _communicate(self, iteration: int, slots, flat: torch.Tensor, key: str) -> None:
+        c = self.ctx
+        for tensor, _, _ in slots:
+            c.record_event(iteration, tensor, "send_start")
+        self._allreduce_mean_(flat, key, iteration)
+        for tensor, _, _ in slots:
+            c.record_event(iteration, tensor, "send_end")
+        for tensor, offset, numel in slots:
+            self._momentum[tensor] = sgd_momentum_(c.tensors[tensor].data.view(-1), flat[offset:offset + numel],
+                                                   self._momentum.get(tensor), lr=c.lr, momentum=c.momentum,
+                                                   weight_decay=c.weight_decay)
+            c.mark_fresh(tensor)
+
+    # -- 3. the plan: computed on rank 0, broadcast, buffers allocated once ------------------------
+
+    def on_backward_end(self, iteration):
+        if iteration != len(self._profiles):
+            return
+        c = self.ctx
+        code = torch.zeros(len(c.params), dtype=torch.float32)
+        if c.rank == 0:
+            plan = self._plan_from_profiles()
+            code += torch.tensor([float(m) for m in plan.merged_flags()])
+        ring_allreduce_(code, rank=c.rank, world=c.world, key="mgwfbp/plan", iteration=iteration,
+                        to_next=c.peer_links.get(self._next), inbox=c.inbox, prev_name=self._prev_name)
+        self._use(decode_merged(code.tolist()))
+
+    def _plan_from_profiles(self) -> MergePlan:
+        samples = [f.result() for f in self._profiles]
+        t_f = statistics.median(s[0] for s in samples)
+        t_b = [statistics.median(s[1][i] for s in samples) for i in range(len(self._numels))]
+        sizes = self._size_bytes
+        plans = {"wfbp": wfbp_plan(len(sizes)), "synceasgd": synceasgd_plan(len(sizes)),
+                 "mgwfbp": algorithm1(t_f, t_b, sizes, self.cost),
+                 "mgwfbp-opt": optimal_plan(t_f, t_b, sizes, self.cost)}
+        plan = plans[PLAN_OF_ALGORITHM[self.plan_algorithm]]
+        self._write_record(plan, t_f, t_b, plans)
+        return plan
+
+    def _write_record(self, plan: MergePlan, t_f: float, t_b: list[float], plans: dict[str, MergePlan]) -> None:
+        c = self.ctx
+        if c.run_dir is None:
+            return
+        sizes = self._size_bytes
+        record = {
+            **c.plan,
+            "status": "planned",
+            "workers": c.world,
+            "device_sync": "cuda.synchronize per tensor" if self._device.type == "cuda" else "none (cpu)",
+            "units": "seconds; sizes in bytes; T(M) = a + b*M with b in seconds per byte",
+            "a": self.cost.a, "b": self.cost.b,
+            "cost_fit": self._fit,
+            "t_f": t_f,
+            "tensors": [{"index": p.index, "name": p.name, "params": p.numel, "size_bytes": sizes[p.index],
+                         "t_b": t_b[p.index]} for p in c.params],
+            "merged": list(plan.merged_flags()),
+            "groups": [list(g) for g in plan.groups],
+            "predicted_iteration_seconds": {k: iteration_time(p, t_f, t_b, sizes, self.cost)
+                                            for k, p in plans.items()},
+            "predicted_non_overlapped_comm_seconds": {k: non_overlapped_comm(p, t_f, t_b, sizes, self.cost)
+                                                      for k, p in plans.items()},
+            "plans": {k: [list(g) for g in p.groups] for k, p in plans.items()},
+        }
+        path = c.run_dir / "plan.json"  # the coordinator wrote the published placeholder; replace it whole
+        tmp = path.with_name(".plan.json.tmp")
+        tmp.write_text(json.dumps(record, indent=1) + "\n")
+        os.replace(tmp, path)
+
+    def _use(self, plan: MergePlan) -> None:
+        self.plan = plan
+        self._layout = group_layout(plan, self._numels)
+        self._bufs = [torch.empty(sum(n for _, _, n in slots), dtype=self._dtype, device=self._device)
+                      for slots in self._layout]
+        self._slot_of = {tensor: (g, offset, numel)
+                         for g, slots in enumerate(self._layout) for tensor, offset, numel in slots}
+        self._missing = [len(slots) for slots in self._layout]
+        self._turn = 0
+
+
+@register
+class MgWfbpOpt(MgWfbp):
+    """``mgwfbp-opt``: MG-WFBP with the exact minimum of eq. 24 (``optimal_plan``) instead of Algorithm 1."""
+
+    name = "mgwfbp-opt"
+    plan_algorithm = "optimal"
