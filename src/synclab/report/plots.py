@@ -171,4 +171,9 @@ def write_report(run_dir: str | Path) -> list[Path]:
     if run.workers:
         w = run.workers[0]
         out.append(plot_traffic(run, w, d / f"traffic-{w}.png"))
+    from synclab.report.timeline import plot_timeline
+
+    timeline = plot_timeline(d, d / "timeline.png")
+    if timeline is not None:
+        out.append(timeline)
     return out
