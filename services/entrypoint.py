@@ -4,6 +4,13 @@
     entrypoint.py healthcheck                   exit 0 when this node's /metrics answers
     entrypoint.py CMD [ARGS...]                 run any other command (``synclab shape ...``, ``bash``)
 
+It starts as root only to shape: tc is enough for the root qdisc, but the ifb
+device that carries ingress shaping needs ``ip link add``, and iproute2's ``ip``
+drops file capabilities for non-root callers. Then it re-executes itself as the
+unprivileged ``synclab`` user, keeping NET_ADMIN as an *ambient* capability (only
+when the container has it), so the role can reshape its link live and nothing else
+runs as root (``docker compose exec`` is root, for debugging).
+
 tini is PID 1 and forwards SIGTERM here. With ``SYNCLAB_REPEAT=1`` this process
 *becomes* the role (exec), so the signal reaches it directly; otherwise it stays
 as a small supervisor that reruns the job (a new run directory each time) and
@@ -31,15 +38,22 @@ from pathlib import Path
 
 ROLES = ("coordinator", "worker", "ps")
 STATE_DIR = Path("/run/synclab")
+SHAPING_FILE = STATE_DIR / "shaping.json"
+JOB_SPEC_FILE = STATE_DIR / "job-spec.yaml"
+JOB_STARTED_FILE = STATE_DIR / "job-started"  # touched as each job starts (healthcheck grace)
 CAP_NET_ADMIN = 12
+RUN_AS = "synclab"
+AS_USER = "--as-user"  # internal: the second stage, already shaped and unprivileged
 
 VARIABLES = {
-    "SYNCLAB_TOKEN": "shared job token (required)",
-    "SYNCLAB_PROFILE": "link profile: a name in netem/profiles, a path to a profile YAML, or 'none'",
+    "SYNCLAB_TOKEN": "the shared job token of the cluster",
+    "SYNCLAB_PROFILE": "link profile: a name in netem/profiles, a YAML path, or 'none'; "
+                       "the coordinator makes it the job's network.profile",
     "SYNCLAB_SHAPE_DEVICE": "interface to shape (default eth0)",
     "SYNCLAB_METRICS_PORT": "Prometheus /metrics port (default 9100)",
     "SYNCLAB_REPEAT": "jobs to run before the container exits; 0 = forever (default 1)",
     "SYNCLAB_VERBOSE": "1 for debug logs",
+    "SYNCLAB_HEALTH_GRACE": "seconds a starting job counts as healthy before /metrics answers (default 120)",
     "SYNCLAB_SPEC": "coordinator: base spec YAML (default /opt/synclab/specs/compose.yaml)",
     "SYNCLAB_STRATEGY": "coordinator: strategy.name override",
     "SYNCLAB_MODEL": "coordinator: model.name override",
@@ -145,64 +159,83 @@ def advertise_address(device: str) -> str:
 
 
 # -- shaping -------------------------------------------------------------------------------------
-def has_net_admin() -> bool:
-    """Whether NET_ADMIN is in this container's bounding set (``cap_add: [NET_ADMIN]``)."""
+def has_cap(which: str, cap: int = CAP_NET_ADMIN) -> bool:
+    """Whether ``cap`` is in this process's ``which`` set (CapBnd: the container was given it)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapBnd:"):
-            return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
+        if line.startswith(f"{which}:"):
+            return bool(int(line.split()[1], 16) >> cap & 1)
     return False
 
 
-def resolve_profile(profile: str) -> Path:
-    path = Path(profile)
-    if not path.suffix:
-        path = Path(os.environ.get("SYNCLAB_PROFILES_DIR", "/opt/synclab/netem/profiles")) / f"{profile}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
-        raise EnvError(f"SYNCLAB_PROFILE={profile!r}: no profile {path} (known: {', '.join(known) or 'none'})")
-    return path
+def load_link_profile(name: str, role: str):
+    from synclab.netem.profile import ProfileError, load_profile, resolve_for_role
+
+    try:
+        return resolve_for_role(load_profile(name), role)
+    except ProfileError as e:
+        raise EnvError(f"SYNCLAB_PROFILE={name!r}: {e}") from None
+
+
+def apply_in_container(device: str, profile):
+    """``tc.apply`` on this container's own interface, learning the kernel's qdiscs by trying them;
+    returns what was applied and the kernel features that worked.
+
+    netem's probe builds a throwaway network namespace, which a container cannot
+    (that needs CAP_SYS_ADMIN); here a backend whose command the kernel refuses is
+    dropped and the next choice tried (e.g. netem -> tbf, leaving delay to the app).
+    The ifb device is named as in a netns node, so live reshaping finds it.
+    """
+    from synclab.netem import tc
+    from synclab.netem.netns import NODE_IFB
+
+    available = set(tc.KERNEL_FEATURES)
+    while True:
+        choice = tc.choose_backend(profile, frozenset(available), privileged=True)
+        try:
+            return tc.apply(device, profile, choice=choice, ifb_dev=NODE_IFB, privileged=True), frozenset(available)
+        except tc.TcError as e:
+            missing = {f for f in available if f in e.cmd or (f == "ifb" and "mirred" in e.cmd)}
+            if not missing:
+                raise
+            log(f"the kernel refused {' '.join(e.cmd)} ({e.stderr}); without {', '.join(sorted(missing))}")
+            available -= missing
 
 
 def shape(common: Common, role: str) -> dict:
-    """Shape ``common.device`` from the profile; returns what was done (also written to STATE_DIR).
+    """Shape ``common.device`` from the profile; the outcome goes to the log and STATE_DIR/shaping.json.
 
-    HOOK(netem): the kernel part is ``synclab.netem``'s; this function only chooses
-    between it and the ``app`` fallback and records the outcome for the role.
+    The job's network plan (backend, what the transport emulates) reaches the
+    roles through the spec the coordinator hands out (``resolve_job_spec``); this
+    only refuses what nobody could emulate (loss without netem).
     """
-    outcome = {"profile": common.profile, "device": common.device, "role": role}
+    outcome: dict = {"role": role, "device": common.device, "profile": common.profile, "kernel": []}
     if common.profile is None:
-        outcome.update(backend="none", reason="SYNCLAB_PROFILE=none")
+        outcome.update(backend="none", reason="SYNCLAB_PROFILE=none", left_to_app=[])
     else:
-        path = resolve_profile(common.profile)
-        outcome["profile_path"] = str(path)
-        if not has_net_admin():
-            outcome.update(backend="app", reason="NET_ADMIN capability missing (add cap_add: [NET_ADMIN]); "
-                                                 "the transport paces its own sends instead")
+        profile = load_link_profile(common.profile, role)
+        outcome.update(link=profile.human(), rate_bps=profile.rate_bps, direction=profile.direction)
+        if not has_cap("CapEff"):
+            asked = {"rate": profile.rate_bps, "delay": profile.delay_s, "jitter": profile.jitter_s,
+                     "loss": profile.loss_pct}
+            outcome.update(backend="app" if profile.shapes_anything else "none",
+                           left_to_app=[k for k, v in asked.items() if v],
+                           reason="NET_ADMIN capability missing (cap_add: [NET_ADMIN]): "
+                                  "falling back to the app backend, the transport paces its own sends")
             log(f"warning: {outcome['reason']}")
         else:
-            outcome.update(kernel_shape(path, common.device, role))
+            applied, available = apply_in_container(common.device, profile)
+            outcome.update(backend=applied.backend, left_to_app=sorted(applied.left_to_app), kernel=sorted(available),
+                           reason=applied.choice.reason, summary=applied.summary(), offloads=applied.offloads,
+                           ifb_device=applied.ifb_dev, commands=[" ".join(c) for c in applied.commands])
+        if "loss" in outcome["left_to_app"]:
+            raise EnvError(f"SYNCLAB_PROFILE={common.profile!r}: loss needs tc netem in the kernel (and NET_ADMIN); "
+                           f"the transport cannot drop packets under TCP ({outcome['reason']})")
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    (STATE_DIR / "shaping.json").write_text(json.dumps(outcome, indent=2) + "\n")
+    SHAPING_FILE.write_text(json.dumps(outcome, indent=2, default=str) + "\n")
     log(f"link: backend {outcome['backend']} on {common.device}"
         + (f", profile {common.profile}" if common.profile else "")
-        + (f" ({outcome['reason']})" if outcome.get("reason") else ""))
+        + (f": {outcome['summary']}" if outcome.get("summary") else f" ({outcome['reason']})"))
     return outcome
-
-
-def kernel_shape(path: Path, device: str, role: str) -> dict:
-    try:
-        from synclab.netem import apply_profile_file  # HOOK(netem): the shaper's public entry point
-    except ImportError:
-        return {"backend": "app", "reason": "synclab.netem has no kernel shaper in this build"}
-    return apply_profile_file(path, device, role=role)
-
-
-def role_environment(outcome: dict) -> dict[str, str]:
-    """What the role learns about its link (it reports the backend and exports the rate)."""
-    env = dict(os.environ)
-    env["SYNCLAB_SHAPING_FILE"] = str(STATE_DIR / "shaping.json")
-    env["SYNCLAB_NETWORK_BACKEND"] = outcome["backend"]
-    return env
 
 
 # -- the roles -----------------------------------------------------------------------------------
@@ -250,27 +283,52 @@ def new_run_dir(runs: Path, strategy: str) -> Path:
     return run_dir
 
 
+def resolve_job_spec(outcome: dict) -> None:
+    """Stage one of the coordinator: SYNCLAB_SPEC + overrides + the network plan, validated, written
+    to JOB_SPEC_FILE. SYNCLAB_PROFILE is the job's profile (every container shapes from it), and
+    the plan is the coordinator's own shaping outcome: all containers share one kernel."""
+    import yaml
+
+    from synclab.config import SpecError
+    from synclab.roles.network import apply_to_spec, resolve_network
+
+    profile = "null" if outcome["profile"] is None else json.dumps(outcome["profile"])  # a YAML scalar
+    link = ["network.rate=null", "network.delay=null", f"network.profile={profile}"]
+    kernel = outcome["backend"] in ("netem", "htb", "tbf")
+    link.append(f"network.isolation={'netns' if kernel else 'none'}")
+    spec = coordinator_spec(coordinator_overrides() + link)
+    try:
+        plan = resolve_network(spec, kernel_available=frozenset(outcome["kernel"]), netns_unavailable=None)
+    except SpecError as e:
+        raise EnvError(f"SYNCLAB_PROFILE={outcome['profile']!r}: {e}") from None
+    spec = apply_to_spec(spec, plan)
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    JOB_SPEC_FILE.write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
+    log(f"job: strategy {spec.strategy.name}, model {spec.model.name}, {spec.n_workers} worker(s), "
+        f"{spec.n_ps} PS shard(s), {spec.run.iterations} iterations; links: {plan.describe()}")
+    for note in plan.notes:
+        log(f"note: {note}")
+
+
 def coordinator_job(common: Common, outcome: dict):
     """A callable that prepares one job's run directory and returns its command line."""
     import yaml
 
-    overrides = coordinator_overrides()
-    spec = coordinator_spec(overrides)
+    spec_text = JOB_SPEC_FILE.read_text()
+    strategy = yaml.safe_load(spec_text)["strategy"]["name"]
     runs = Path(env_str("SYNCLAB_RUNS_DIR", "/runs"))
     port = env_int("SYNCLAB_LISTEN_PORT", 50051, 1, 65535)
-    log(f"job: strategy {spec.strategy.name}, model {spec.model.name}, {spec.n_workers} worker(s), "
-        f"{spec.n_ps} PS shard(s), {spec.run.iterations} iterations; runs in {runs}")
 
     def next_job() -> list[str]:
-        run_dir = new_run_dir(runs, spec.strategy.name)
+        run_dir = new_run_dir(runs, strategy)
         spec_path = run_dir / "spec.yaml"
-        spec_path.write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
+        spec_path.write_text(spec_text)
         (run_dir / "shaping-coordinator.json").write_text(json.dumps(outcome, indent=2) + "\n")
-        latest = runs / "latest"
-        tmp = runs / ".latest.tmp"
+        latest, tmp = runs / "latest", runs / ".latest.tmp"
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(run_dir.name)
         tmp.replace(latest)
+        log(f"job {run_dir}")
         return ["synclab", "coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir),
                 "--listen", f"0.0.0.0:{port}", "--metrics-port", str(common.metrics_port)]
 
@@ -290,14 +348,35 @@ def node_job(role: str, common: Common):
     return lambda: cmd
 
 
-def run_role(role: str) -> int:
+def prepare(role: str) -> list[str]:
+    """Stage one (root): check every variable, shape the link, return the command of stage two."""
     common = read_common()
+    if role != "coordinator":
+        host_port("SYNCLAB_COORDINATOR", "coordinator:50051")
     outcome = shape(common, role)
+    if role == "coordinator":
+        resolve_job_spec(outcome)  # a bad spec stops here, before any node waits for it
+    stage_two = [sys.executable, os.path.abspath(__file__), AS_USER, role]
+    if os.geteuid() != 0:
+        return stage_two
+    import pwd
+
+    user = pwd.getpwnam(RUN_AS)
+    os.chown(STATE_DIR, user.pw_uid, user.pw_gid)  # stage two marks job starts there
+    caps = ["--inh-caps=+net_admin", "--ambient-caps=+net_admin"] if has_cap("CapBnd") else []
+    return ["setpriv", f"--reuid={RUN_AS}", f"--regid={RUN_AS}", "--init-groups", *caps, "--", *stage_two]
+
+
+def run_role(role: str) -> int:
+    """Stage two (unprivileged): run the role once (exec) or supervise repeated jobs."""
+    common = read_common()
+    outcome = json.loads(SHAPING_FILE.read_text())
     next_job = coordinator_job(common, outcome) if role == "coordinator" else node_job(role, common)
     verbose = ["-v"] if common.verbose else []
-    env = role_environment(outcome)
+    env = dict(os.environ)
     if common.repeat == 1:
         cmd = next_job() + verbose
+        JOB_STARTED_FILE.touch()
         os.execvpe(cmd[0], cmd, env)
     return supervise(next_job, verbose, env, common.repeat, role)
 
@@ -317,6 +396,7 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str) -
     done, failures_in_row, code = 0, 0, 0
     while not stopping.is_set() and (repeat == 0 or done < repeat):
         cmd = next_job() + verbose
+        JOB_STARTED_FILE.touch()
         child = subprocess.Popen(cmd, env=env)
         code = child.wait()
         if stopping.is_set():
@@ -335,13 +415,26 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str) -
 
 
 def healthcheck() -> int:
+    """Healthy when /metrics answers, or while a job is starting (a node serves metrics only once
+    it has registered, and a supervised node restarts between jobs): an orchestrator that
+    replaces unhealthy containers (Swarm) must not kill nodes waiting for the coordinator."""
     port = os.environ.get("SYNCLAB_METRICS_PORT", "9100")
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            return 0 if r.status == 200 else 1
+            if r.status == 200:
+                return 0
     except OSError as e:
-        print(f"metrics endpoint on port {port} does not answer: {e}", file=sys.stderr)
-        return 1
+        problem = f"metrics endpoint on port {port} does not answer: {e}"
+    else:
+        problem = f"metrics endpoint on port {port} answered {r.status}"
+    try:
+        grace = float(os.environ.get("SYNCLAB_HEALTH_GRACE", "120"))
+        if time.time() - JOB_STARTED_FILE.stat().st_mtime < grace:
+            return 0
+    except (OSError, ValueError):
+        pass
+    print(problem, file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str]) -> int:
@@ -349,17 +442,26 @@ def main(argv: list[str]) -> int:
         argv = ["coordinator"]
     if argv[0] == "healthcheck":
         return healthcheck()
+    stage_two = argv[0] == AS_USER
+    if stage_two:
+        argv = argv[1:]
     if argv[0] not in ROLES:
         os.execvp(argv[0], argv)
     if len(argv) > 1:
         log(f"error: {argv[0]} takes no arguments here (got {' '.join(argv[1:])}); "
-            "configure it with SYNCLAB_* variables or run `synclab {argv[0]} ...` directly")
+            f"configure it with SYNCLAB_* variables or run `synclab {argv[0]} ...` directly")
         return 2
     try:
-        return run_role(argv[0])
+        if stage_two:
+            return run_role(argv[0])
+        cmd = prepare(argv[0])
     except EnvError as e:
         log(f"error: {e}")
         return 2
+    except (OSError, RuntimeError) as e:  # synclab.netem's ShapingError is a RuntimeError
+        log(f"error: cannot shape the link: {e}")
+        return 1
+    os.execvp(cmd[0], cmd)
 
 
 if __name__ == "__main__":

@@ -35,4 +35,6 @@ if [ -s "$bundle" ]; then
 fi
 
 [ $# -gt 0 ] || set -- coordinator prometheus
-exec docker compose build "$@"
+docker compose build "$@"
+# A rebuilt tag leaves its previous image dangling; drop ours only (they carry the label).
+docker image prune -f --filter label=io.synclab.image >/dev/null

@@ -96,7 +96,10 @@ def reshaper(spec: Spec, role: str, node: str, shaper: LinkShaper, metrics: Node
                 from synclab.netem.netns import NODE_IFB
 
                 ifb = NODE_IFB if spec.network.isolation == "netns" else None
-                applied = tc.apply(spec.network.interface, profile, ifb_dev=ifb, privileged=True)
+                # The backend that shaped this link at start is known to work here; probing again would
+                # need a throwaway namespace, which a container cannot create.
+                applied = tc.apply(spec.network.interface, profile, ifb_dev=ifb, privileged=True,
+                                   available=frozenset({spec.network.backend, "ifb"}))
                 if "rate" in applied.left_to_app:
                     shaper.set_rate(profile.rate_bps)
                 log.info("%s reshaped %s: %s via %s", node, spec.network.interface, profile.name, applied.backend)
