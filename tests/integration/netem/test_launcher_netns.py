@@ -40,7 +40,12 @@ def test_loss_without_netem_is_refused(tmp_path, kernel_backends):
 
 
 def _metric(url: str, name: str, labels: str) -> float | None:
-    for line in urllib.request.urlopen(url, timeout=5).read().decode().splitlines():
+    """The metric's value; None while the endpoint is not up yet (it starts right after registration)."""
+    try:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
         if line.startswith(name + "{") and labels in line:
             return float(line.rsplit(" ", 1)[1])
     return None
