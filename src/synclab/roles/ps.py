@@ -91,8 +91,6 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         sent = _per_peer(j.metrics, "sent")
         received = _per_peer(j.metrics, "received")
         client.done(ok, message, sent, received)
-        if "serve" in holder:
-            holder["serve"].close()
         transport.close()
         client.close()
         j.sampler.stop()

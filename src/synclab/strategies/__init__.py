@@ -5,5 +5,6 @@ from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
 from synclab.strategies import local, ps, wfbp  # noqa: F401  (registration)
 from synclab.strategies import mgwfbp, synceasgd  # noqa: F401  (registration)
 from synclab.strategies import stanza  # noqa: F401  (registration)
+from synclab.strategies import asgd, p3, ssdsgd  # noqa: F401  (registration)
 
 __all__ = ["ParamInfo", "Strategy", "WorkerContext", "registry"]

@@ -17,17 +17,20 @@ def test_waiting_messages_are_served_smallest_priority_number_first():
     handled, gate, busy = [], threading.Event(), threading.Event()
 
     def handle(m):
-        busy.set()
-        gate.wait()
+        if m.mid.key == "first":
+            busy.set()
+            gate.wait()
         handled.append(m.mid.key)
 
     q = PriorityServeQueue(handle, on_failure=lambda m, e: None)
-    q.put(msg("first", 9))       # taken at once; the others pile up behind it
+    drainer = threading.Thread(target=q.put, args=(msg("first", 9),))   # this receiver becomes the consumer
+    drainer.start()
     busy.wait()
     for key, prio in [("last-layer", 5), ("layer-2", 2), ("layer-0", 0), ("layer-2b", 2)]:
-        q.put(msg(key, prio))
+        q.put(msg(key, prio))    # the consumer is busy: these only wait in the heap, and put returns
+    assert handled == []
     gate.set()
-    q.close()
+    drainer.join()
     assert handled == ["first", "layer-0", "layer-2", "layer-2b", "last-layer"]
 
 
@@ -42,7 +45,6 @@ def test_a_refused_message_is_reported_and_the_rest_are_served():
     q = PriorityServeQueue(handle, on_failure=lambda m, e: failures.append((m.sender, str(e))))
     q.put(msg("bad", 0, sender="worker1"))
     q.put(msg("good", 1))
-    q.close()
     assert failures == [("worker1", "no such key")] and handled == ["good"]
 
 

@@ -1,0 +1,43 @@
+"""``asgd``: asynchronous parameter-server SGD, the ASGD baseline SSD-SGD sets itself against (SSD-SGD §1).
+
+Each worker pushes a tensor's gradient as soon as backward produces it and
+pulls that tensor right after (the KVWorker's push-then-pull). The shard (mode
+``async``, :mod:`synclab.ps.shard`) applies every push on its own the moment
+it arrives — no waiting for, or averaging with, the other workers, as MXNet's
+``dist_async`` KVStore does — with the configured lr (not divided by the number
+of workers) and one momentum buffer per parameter shared by all pushes. The
+pull is answered with the latest values, which include this worker's push and
+whatever the others pushed so far; the next forward pass of a layer waits only
+for this worker's own round trip, never for another worker.
+"""
+
+from __future__ import annotations
+
+from synclab.plans.sharding import kvstore_partitions
+from synclab.strategies.base import Strategy, WorkerContext
+from synclab.strategies.ps import PsClient, partitions_from_plan
+from synclab.strategies.registry import register
+
+
+@register
+class Asgd(Strategy):
+    name = "asgd"
+    needs_ps = True
+    server_mode = "async"
+
+    @classmethod
+    def make_plan(cls, params, *, ps_shards, workers, seed, options):
+        parts = kvstore_partitions([(p.name, p.numel) for p in params], ps_shards, seed=seed)
+        return {"partitions": [p.to_dict() for p in parts], "server_mode": cls.server_mode}
+
+    def __init__(self, ctx: WorkerContext):
+        super().__init__(ctx)
+        self.client = PsClient(ctx, partitions_from_plan(ctx.plan), pull_on_notify=False)
+
+    def setup(self):
+        if self.ctx.rank == 0:
+            self.client.push_initial()
+
+    def on_gradient(self, iteration, index, grad):
+        self.client.push(iteration, index, grad)
+        self.client.pull(iteration, index)  # same stream, after the push: the reply includes it
