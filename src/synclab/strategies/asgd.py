@@ -13,30 +13,14 @@ for this worker's own round trip, never for another worker.
 
 from __future__ import annotations
 
-from synclab.plans.sharding import kvstore_partitions
-from synclab.strategies.base import Strategy, WorkerContext
-from synclab.strategies.ps import PsClient, partitions_from_plan
+from synclab.strategies.ps import PsStrategy
 from synclab.strategies.registry import register
 
 
 @register
-class Asgd(Strategy):
+class Asgd(PsStrategy):
     name = "asgd"
-    needs_ps = True
     server_mode = "async"
-
-    @classmethod
-    def make_plan(cls, params, *, ps_shards, workers, seed, options):
-        parts = kvstore_partitions([(p.name, p.numel) for p in params], ps_shards, seed=seed)
-        return {"partitions": [p.to_dict() for p in parts], "server_mode": cls.server_mode}
-
-    def __init__(self, ctx: WorkerContext):
-        super().__init__(ctx)
-        self.client = PsClient(ctx, partitions_from_plan(ctx.plan), pull_on_notify=False)
-
-    def setup(self):
-        if self.ctx.rank == 0:
-            self.client.push_initial()
 
     def on_gradient(self, iteration, index, grad):
         self.client.push(iteration, index, grad)

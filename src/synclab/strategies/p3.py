@@ -41,8 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from synclab.plans.sharding import Partition
 from synclab.plans.slicing import DEFAULT_SLICE_PARAMS, slice_tensors
-from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
-from synclab.strategies.ps import PsClient, partitions_from_plan
+from synclab.strategies.base import ParamInfo
+from synclab.strategies.ps import PsStrategy
 from synclab.strategies.registry import register
 
 
@@ -60,10 +60,9 @@ def p3_partitions(params: list[ParamInfo], *, shards: int, slice_params: int, pr
 
 
 @register
-class P3(Strategy):
+class P3(PsStrategy):
     name = "p3"
     Options = P3Options
-    needs_ps = True
     send_policy = "priority"
     server_mode = "broadcast"
     prioritized: ClassVar[bool] = True
@@ -75,17 +74,6 @@ class P3(Strategy):
         return {"partitions": [p.to_dict() for p in parts], "server_mode": cls.server_mode,
                 "serve_order": "priority" if cls.prioritized else "arrival",
                 "slice_params": options.slice_params}
-
-    def __init__(self, ctx: WorkerContext):
-        super().__init__(ctx)
-        self.client = PsClient(ctx, partitions_from_plan(ctx.plan), pull_on_notify=False)
-
-    def setup(self):
-        if self.ctx.rank == 0:
-            self.client.push_initial()
-
-    def on_gradient(self, iteration, index, grad):
-        self.client.push(iteration, index, grad)
 
 
 @register

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -139,20 +140,26 @@ class PsClient:
             landing.done.set_result(None)
 
 
-@register
-class ParameterServerBaseline(Strategy):
-    name = "ps"
+class PsStrategy(Strategy):
+    """What every PS-based strategy shares: a :class:`PsClient`, rank 0 seeding the shards, and
+    push-as-soon-as-ready. Subclasses choose the server mode, the placement (``make_plan``) and
+    whether a NOTIFY triggers a pull (``pull_on_notify``)."""
+
     needs_ps = True
-    server_mode = "notify-pull"
+    pull_on_notify: ClassVar[bool] = False
+
+    @classmethod
+    def kvstore_plan(cls, params: list[ParamInfo], ps_shards: int, seed: int, **extra) -> dict:
+        parts = kvstore_partitions([(p.name, p.numel) for p in params], ps_shards, seed=seed)
+        return {"partitions": [p.to_dict() for p in parts], "server_mode": cls.server_mode, **extra}
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards, workers, seed, options):
-        parts = kvstore_partitions([(p.name, p.numel) for p in params], ps_shards, seed=seed)
-        return {"partitions": [p.to_dict() for p in parts], "server_mode": cls.server_mode}
+        return cls.kvstore_plan(params, ps_shards, seed)
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
-        self.client = PsClient(ctx, partitions_from_plan(ctx.plan))
+        self.client = PsClient(ctx, partitions_from_plan(ctx.plan), pull_on_notify=self.pull_on_notify)
 
     def setup(self):
         if self.ctx.rank == 0:
@@ -160,3 +167,10 @@ class ParameterServerBaseline(Strategy):
 
     def on_gradient(self, iteration, index, grad):
         self.client.push(iteration, index, grad)
+
+
+@register
+class ParameterServerBaseline(PsStrategy):
+    name = "ps"
+    server_mode = "notify-pull"
+    pull_on_notify = True

@@ -44,10 +44,9 @@ from concurrent.futures import Future
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from synclab.plans.sharding import kvstore_partitions
 from synclab.plans.ssdsgd import SsdSchedule, glu_local_update
-from synclab.strategies.base import Strategy, WorkerContext
-from synclab.strategies.ps import PsClient, partitions_from_plan
+from synclab.strategies.base import WorkerContext
+from synclab.strategies.ps import PsStrategy
 from synclab.strategies.registry import register
 
 PAPER_WARMUP = 500  # SSD-SGD §4.2
@@ -63,18 +62,16 @@ class SsdSgdOptions(BaseModel):
 
 
 @register
-class SsdSgd(Strategy):
+class SsdSgd(PsStrategy):
     name = "ssdsgd"
     Options = SsdSgdOptions
-    needs_ps = True
     server_mode = "pull"
     final_pull_timeout_s: float = 60.0
 
     @classmethod
     def make_plan(cls, params, *, ps_shards, workers, seed, options):
-        parts = kvstore_partitions([(p.name, p.numel) for p in params], ps_shards, seed=seed)
-        return {"partitions": [p.to_dict() for p in parts], "server_mode": cls.server_mode,
-                "max_ahead": options.k + 1, "warmup": options.warmup, "k": options.k}
+        return cls.kvstore_plan(params, ps_shards, seed, max_ahead=options.k + 1, warmup=options.warmup,
+                                k=options.k)
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
@@ -82,16 +79,11 @@ class SsdSgd(Strategy):
         self.schedule = SsdSchedule(o.warmup, o.k)
         self.k, self.alpha, self.beta = o.k, o.alpha, o.beta
         self.loc_lr = o.loc_lr if o.loc_lr is not None else 4 * ctx.lr
-        self.client = PsClient(ctx, partitions_from_plan(ctx.plan), pull_on_notify=False)
         n = len(ctx.params)
         self._local: list[torch.Tensor | None] = [None] * n       # w': the local weights, flat
         self._pre_weight: list[torch.Tensor | None] = [None] * n
         self._pulls: list[Future | None] = [None] * n               # the latest pull into w', per tensor
         self._parked: list[tuple[int, int, torch.Tensor]] = []      # (iteration, index, grad) awaiting a pull
-
-    def setup(self):
-        if self.ctx.rank == 0:
-            self.client.push_initial()
 
     def on_gradient(self, iteration, index, grad):
         self.client.push(iteration, index, grad)
