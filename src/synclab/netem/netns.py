@@ -221,7 +221,7 @@ class NetnsCluster:
     state_dir: Path = DEFAULT_STATE_DIR
     offloads: Literal["off", "keep"] = "keep"
     available: frozenset[str] | None = None
-    prefer: tuple[str, ...] = tc.RATE_BACKENDS
+    prefer: tuple[str, ...] | None = None  # None: tc.rate_backend_order of each profile
     created: list[tuple[str, str]] = field(default_factory=list)
     applied: dict[str, Applied] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

@@ -86,11 +86,15 @@ def test_clear_commands():
 
 # -- backend choice -----------------------------------------------------------------------------
 
-def test_rate_only_profiles_use_tbf_then_htb():
-    p = load_profile("4gbit")
+def test_rate_only_profiles_use_tbf_up_to_1gbit_and_htb_above():
+    p = load_profile("1gbit")
     assert choose_backend(p, ALL, True) == BackendChoice("tbf", frozenset(), "tbf for the rate")
     assert choose_backend(p, frozenset({"htb", "ifb"}), True).backend == "htb"
     assert choose_backend(p, ALL, True, prefer=("htb", "tbf")).backend == "htb"
+    fast = load_profile("4gbit")
+    assert choose_backend(fast, ALL, True) == BackendChoice("htb", frozenset(), "htb for the rate")
+    assert choose_backend(fast, frozenset({"tbf", "ifb"}), True).backend == "tbf"
+    assert choose_backend(fast, ALL, True, prefer=("tbf",)).backend == "tbf"
 
 
 def test_netem_detected_both_ways():

@@ -15,7 +15,7 @@ def plan(net, *, available=KERNEL, netns_unavailable=None):
 
 def test_auto_prefers_netns_with_kernel_rate_shaping():
     p = plan({"profile": "4gbit"})
-    assert (p.isolation, p.backend, p.app_shaping) == ("netns", "tbf", [])
+    assert (p.isolation, p.backend, p.app_shaping) == ("netns", "htb", [])  # htb first above 1 Gbit/s
 
 
 def test_auto_falls_back_to_app_and_says_why():
@@ -53,7 +53,7 @@ def test_unshaped_and_inline():
 def test_resolved_spec_carries_the_profile_inline():
     s = parse_spec({"network": {"profile": "2gbit"}})
     s2 = apply_to_spec(s, resolve_network(s, kernel_available=KERNEL, netns_unavailable=None))
-    assert s2.network.backend == "tbf" and s2.network.isolation == "netns"
+    assert s2.network.backend == "htb" and s2.network.isolation == "netns"
     assert isinstance(s2.network.profile, dict) and s2.network.rate_bps == 2_000_000_000
 
 
