@@ -290,6 +290,7 @@ def resolve_job_spec(outcome: dict) -> None:
     import yaml
 
     from synclab.config import SpecError
+    from synclab.compute.resolve import resolve_compute
     from synclab.roles.network import apply_to_spec, resolve_network
 
     profile = "null" if outcome["profile"] is None else json.dumps(outcome["profile"])  # a YAML scalar
@@ -302,11 +303,18 @@ def resolve_job_spec(outcome: dict) -> None:
     except SpecError as e:
         raise EnvError(f"SYNCLAB_PROFILE={outcome['profile']!r}: {e}") from None
     spec = apply_to_spec(spec, plan)
+    if spec.run.dilation != 1:
+        raise EnvError(f"run.dilation={spec.run.dilation:g}: containers shape eth0 from SYNCLAB_PROFILE before the "
+                       f"job is known, undilated; run dilated experiments with the local launcher (synclab run)")
+    try:
+        spec, compute_notes = resolve_compute(spec)
+    except SpecError as e:
+        raise EnvError(f"SYNCLAB_SPEC: {e}") from None
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     JOB_SPEC_FILE.write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
     log(f"job: strategy {spec.strategy.name}, model {spec.model.name}, {spec.n_workers} worker(s), "
         f"{spec.n_ps} PS shard(s), {spec.run.iterations} iterations; links: {plan.describe()}")
-    for note in plan.notes:
+    for note in plan.notes + compute_notes:
         log(f"note: {note}")
 
 

@@ -41,12 +41,14 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
 
     from synclab.config import SpecError, load_spec
     from synclab.roles.launcher import LocalCluster, supervise
+    from synclab.compute.resolve import resolve_compute
     from synclab.roles.network import apply_to_spec, resolve_network
 
     try:
         s = load_spec(spec, set_)
         net = resolve_network(s)
         s = apply_to_spec(s, net)
+        s, compute_notes = resolve_compute(s)
     except SpecError as e:
         _fail(f"invalid spec: {e}")
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{s.strategy.name}"
@@ -57,7 +59,7 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
     cluster = LocalCluster(s, run_dir, isolation=net.isolation)
     console.print(f"[bold]{s.name}[/]: strategy [cyan]{s.strategy.name}[/], model {s.model.name}, "
                   f"{s.n_workers} worker(s), {s.n_ps} PS shard(s), {net.describe()} -> {run_dir}")
-    for note in net.notes:
+    for note in net.notes + compute_notes:
         console.print(f"  note: {note}")
     try:
         cluster.start()
@@ -129,7 +131,13 @@ def _run_node(role: str, index: int, coordinator_addr: str, token: str, host: st
                        metrics_port=metrics_port, connect_timeout_s=connect_timeout)
     except CoordinatorUnreachable as e:
         _fail(str(e), 1)
-    raise typer.Exit(code)
+    # The node has reported to the coordinator and closed its servers and channels. Interpreter
+    # teardown can still race gRPC core's own threads and abort ("terminate called without an
+    # active exception", exit -6, seen once in a few hundred runs); skip it.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 CoordinatorOpt = typer.Option(..., "--coordinator", envvar="SYNCLAB_COORDINATOR", help="host:port of the coordinator.")
@@ -261,6 +269,60 @@ def netbench(profile: str = typer.Option(..., "--profile", help="Profile name or
     Console().print(t)
     for n in result.get("notes", []):
         console.print(f"note: {n}")
+
+
+@app.command()
+def profile(model: str = typer.Argument(..., help="Zoo model name."),
+            batch: Optional[int] = typer.Option(None, "--batch", help="Batch size (default: the paper's)."),
+            device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+            out: Optional[Path] = typer.Option(None, "--out", help="Output JSON (default profiles/<model>-b<B>-<device>.json)."),
+            iterations: int = typer.Option(10, "--iterations", min=1, help="Timed iterations (medians are kept)."),
+            warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed iterations first."),
+            option: list[str] = typer.Option([], "--option", help="Model option key=value (repeatable)."),
+            threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads (CPU).")):
+    """Measure MODEL's per-tensor forward/backward times and write a model profile (JSON) for replay and planning."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from synclab.compute.profile import PAPER_BATCH, REPO_PROFILES, profile_file_name
+    from synclab.compute.profiler import measure_profile
+    from synclab.models import MODEL_NAMES
+
+    if model not in MODEL_NAMES:
+        _fail(f"unknown model {model!r}; known: {', '.join(MODEL_NAMES)}")
+    if device not in ("cpu", "cuda"):
+        _fail(f"--device must be cpu or cuda, got {device!r}")
+    if batch is not None and batch < 1:
+        _fail(f"--batch must be >= 1, got {batch}")
+    options = {}
+    for item in option:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            _fail(f"--option {item!r} must look like key=value")
+        options[key] = yaml.safe_load(raw)
+    batch = batch or PAPER_BATCH.get(model, 32)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    out = out or REPO_PROFILES / profile_file_name(model, batch, device)
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task(f"profiling {model} (batch {batch}, {device})", total=warmup + iterations)
+        try:
+            prof = measure_profile(model, batch_size=batch, device=device, iterations=iterations, warmup=warmup,
+                                   options=options, progress=lambda done, total: progress.update(task, completed=done))
+        except (ValueError, TypeError) as e:
+            _fail(str(e))
+        except RuntimeError as e:
+            _fail(str(e), 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(prof.to_json())
+    sp = prof.spread
+    console.print(f"{prof.label()}: forward {prof.forward_seconds * 1e3:.2f} ms, backward "
+                  f"{prof.backward_seconds * 1e3:.2f} ms, {len(prof.tensors)} tensors, {prof.params:,} params; "
+                  f"spread across iterations (max-min)/median: forward "
+                  f"{sp['forward_seconds']['relative_spread']:.1%}, backward {sp['backward_seconds']['relative_spread']:.1%}")
+    console.print(f"profile: {out}")
 
 
 @app.command()

@@ -34,6 +34,7 @@ class IterationTiming:
     loss: float
     samples: int
     first_grad: float = 0.0  # perf_counter when backward handed over the first gradient
+    schedule_error_s: float = float("nan")  # replay: compute time beyond the profiled time (NaN for real compute)
 
 
 def param_layout(model: nn.Module) -> tuple[list[ParamInfo], list[torch.Tensor], list[nn.Module]]:
@@ -95,6 +96,9 @@ class FreshGates:
     def pending_iteration(self, index: int) -> int:
         return self._pending_it[index]
 
+    def is_open(self, layer: int) -> bool:
+        return self._events[layer].is_set()
+
     def wait(self, layer: int) -> None:
         self._events[layer].wait()
         if self.error is not None:
@@ -142,6 +146,8 @@ class CommThread:
 
 class Engine:
     """Forward/backward with gates and gradient hooks; one call per iteration."""
+
+    replay = False
 
     def __init__(self, model: nn.Module, loss_fn: nn.Module, device: torch.device):
         self.model, self.loss_fn, self.device = model, loss_fn, device
@@ -227,6 +233,9 @@ class Engine:
         t0 = time.perf_counter()
         self.gates.wait_all()
         return time.perf_counter() - t0
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
 
     def close(self) -> None:
         for h in self._handles:

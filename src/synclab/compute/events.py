@@ -42,8 +42,9 @@ class EventLog:
                 w.writerow([it, self.node, self.names[idx], ev, f"{t:.6f}"])
 
 
-def merge_events(run_dir: Path, t0: float | None = None) -> list[dict]:
-    """Merge every ``events-<node>.csv`` into ``events.csv`` (times relative to the first event)."""
+def merge_events(run_dir: Path, t0: float | None = None, dilation: float = 1.0) -> list[dict]:
+    """Merge every ``events-<node>.csv`` into ``events.csv`` (times relative to the first event, divided by
+    the run's time ``dilation``)."""
     rows = []
     for p in sorted(run_dir.glob("events-*.csv")):
         with p.open() as f:
@@ -55,7 +56,7 @@ def merge_events(run_dir: Path, t0: float | None = None) -> list[dict]:
         r["iteration"] = int(r["iteration"])
     t0 = min(r["time_s"] for r in rows) if t0 is None else t0
     for r in rows:
-        r["time_s"] -= t0
+        r["time_s"] = (r["time_s"] - t0) / dilation
     rows.sort(key=lambda r: r["time_s"])
     with (run_dir / "events.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)

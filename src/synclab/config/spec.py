@@ -145,9 +145,40 @@ class StrategySpec(BaseModel):
 
 
 class ComputeSpec(_Section):
-    mode: Literal["real"] = "real"
+    """``real``: PyTorch forward/backward. ``replay``: per-tensor times from a model profile
+    (:mod:`synclab.compute.replay`), real parameter and gradient tensors, no model math.
+
+    ``profile``: a model-profile JSON file (or, once the launcher has resolved it, the
+    profile inline); absent, the checked-in profile of ``model.name``. ``scale``
+    multiplies the profiled times: a GPU k times slower than the profiled one is
+    ``scale: k`` (e.g. the ratio of the two GPUs' measured iteration times for the
+    model, or of their FP32 throughputs when only datasheets are at hand).
+    """
+
+    mode: Literal["real", "replay"] = "real"
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     threads: int = Field(1, ge=1, le=256, description="torch intra-op threads per worker process")
+    profile: str | dict[str, Any] | None = None
+    scale: float = Field(1.0, gt=0, le=1e4)
+
+    @model_validator(mode="after")
+    def _replay_only(self):
+        if self.mode != "replay":
+            if self.profile is not None:
+                raise ValueError("compute.profile is read only with compute.mode: replay")
+            if self.scale != 1.0:
+                raise ValueError("compute.scale applies only with compute.mode: replay")
+        return self
+
+    def model_profile(self):
+        """The :class:`~synclab.compute.profile.ModelProfile` named or inlined here (None when absent)."""
+        from synclab.compute.profile import load_model_profile, parse_model_profile
+
+        if isinstance(self.profile, dict):
+            return parse_model_profile(self.profile, source="compute.profile")
+        if isinstance(self.profile, str):
+            return load_model_profile(self.profile)
+        return None
 
 
 class OptimizerSpec(_Section):
@@ -179,6 +210,8 @@ class RunSpec(_Section):
     connect_timeout_s: float = Field(30.0, gt=0)
     events: bool = Field(True, description="record per-tensor events (events.csv, timeline.json)")
     linger_s: float = Field(0.0, ge=0, description="keep metrics endpoints up this long after the job ends")
+    dilation: float = Field(1.0, gt=0, le=1000, description="time dilation D: compute times x D, link rates / D; "
+                                                             "records divided back (replay only)")
 
     @model_validator(mode="after")
     def _warmup(self):
@@ -206,6 +239,23 @@ class Spec(_Section):
         cls = registry.get(self.strategy.name)
         if cls.needs_ps and self.cluster.ps_shards < 1:
             raise ValueError(f"strategy {self.strategy.name!r} needs cluster.ps_shards >= 1")
+        return self
+
+    @model_validator(mode="after")
+    def _replay_profile_fits(self):
+        if self.run.dilation != 1.0 and self.compute.mode != "replay":
+            raise ValueError("run.dilation needs compute.mode: replay (real PyTorch compute cannot be slowed "
+                             "down exactly)")
+        if self.compute.mode == "replay" and self.compute.profile is not None:
+            from synclab.compute.profile import ModelProfileError, check_matches
+            from synclab.models import tensor_layout
+
+            try:
+                profile = self.compute.model_profile()
+                names, numels = tensor_layout(self.model.name, **self.model.options)
+                check_matches(profile, names, numels, self.model.name)
+            except ModelProfileError as e:
+                raise ValueError(f"compute.profile: {e}") from None
         return self
 
     # The shape of the local cluster this spec launches.

@@ -16,7 +16,9 @@ global batch: BN statistics are per worker batch. Dropout defaults to off.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +31,7 @@ from synclab.models.boundary import conv_fc_boundary
 from synclab.models.spec import InputSpec, ModelOptionError
 
 __all__ = ["MODEL_NAMES", "InputSpec", "ModelOptionError", "build_model", "conv_fc_boundary", "count_params",
-           "model_input_spec"]
+           "model_input_spec", "tensor_layout"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +95,18 @@ def model_input_spec(name: str, **options: Any) -> InputSpec:
 def count_params(model: nn.Module) -> int:
     """Number of trainable parameters (what the papers' tables count)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def tensor_layout(name: str, **options: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Names and sizes of ``name``'s parameter tensors in forward order (built on the meta device, cached)."""
+    return _tensor_layout(name, json.dumps(options, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=32)
+def _tensor_layout(name: str, options_json: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    import torch
+
+    with torch.device("meta"):
+        model = build_model(name, **json.loads(options_json))
+    params = list(model.named_parameters())
+    return tuple(n for n, _ in params), tuple(p.numel() for _, p in params)

@@ -362,6 +362,33 @@ def resolve_for_role(profile: LinkProfile, role: str | None) -> LinkProfile:
     return LinkProfile.model_validate(base)
 
 
+def dilate(profile: LinkProfile, dilation: float) -> LinkProfile:
+    """The link a host must shape to emulate ``profile`` under time dilation D (``run.dilation``).
+
+    Everything runs D times slower: rates are divided by D, delay and jitter
+    multiplied by D; loss is a probability and stays; a configured burst or
+    queue keeps its bytes (it then lasts D times longer, like everything else).
+    Per-role overrides are dilated the same way. D = 1 returns ``profile`` itself.
+    """
+    if dilation == 1:
+        return profile
+    if not (dilation > 0 and math.isfinite(dilation)):
+        raise ValueError(f"dilation must be a finite number > 0, got {dilation!r}")
+
+    def scaled(values: dict) -> dict:
+        out = dict(values)
+        if out.get("rate_bps"):
+            out["rate_bps"] = max(1, round(out["rate_bps"] / dilation))
+        for key in ("delay_s", "jitter_s"):
+            if out.get(key):
+                out[key] = out[key] * dilation
+        return out
+
+    data = scaled(profile.model_dump(exclude={"roles"}))
+    data["roles"] = {r: scaled(o.model_dump(include=o.model_fields_set)) for r, o in profile.roles.items()}
+    return LinkProfile.model_validate(data)
+
+
 def profile_from_mapping(data: Any, *, name: str = "", source: str = "profile") -> LinkProfile:
     """Validate an inline profile mapping; :class:`ProfileError` names ``source`` and the field(s)."""
     if not isinstance(data, dict):

@@ -24,6 +24,7 @@ ITERATIONS_FILE = "iterations.csv"
 ITERATION_COLUMNS = ("iteration", "rank", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples",
                      "bytes_sent", "bytes_received")
 
+OPTIONAL_COLUMNS = ("comm_span_s", "schedule_error_s")
 
 _INT_COLUMNS = frozenset({"iteration", "rank", "samples", "bytes_sent", "bytes_received"})
 
@@ -64,17 +65,19 @@ class IterationRow:
     bytes_sent: int
     bytes_received: int
     comm_span_s: float | None = None  # first gradient → all params fresh (optional column)
+    schedule_error_s: float | None = None  # replay: compute time beyond the profiled time (optional column)
 
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> IterationRow:
         """Parse a CSV row or a coordinator dict; extra keys are ignored, a missing or bad one is named.
 
-        ``loss`` may be empty (NaN: a replayed model has none); ``comm_span_s`` may be absent or empty.
+        ``loss`` may be empty (NaN: a replayed model has none); ``comm_span_s`` and
+        ``schedule_error_s`` may be absent or empty (the latter is NaN for real compute: absent).
         """
         values: dict[str, Any] = {}
-        for name in ITERATION_COLUMNS + ("comm_span_s",):
+        for name in ITERATION_COLUMNS + OPTIONAL_COLUMNS:
             raw = row.get(name)
-            if name == "comm_span_s" and raw in (None, ""):
+            if name in OPTIONAL_COLUMNS and (raw in (None, "") or (isinstance(raw, float) and math.isnan(raw))):
                 continue
             if raw is None:
                 raise ValueError(f"column {name!r} is missing")

@@ -34,6 +34,10 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
       comm_span_seconds_mean`` (clamped to [0, 1]): the share of communication
       hidden behind compute.
     - ``measured_iterations``: how many iterations the figures cover.
+    - When measured rows carry ``schedule_error_s`` (replay): ``schedule_error``
+      with the mean and max seconds, and the p50/p99/max of each row's
+      ``schedule_error_s / iteration_s`` — how far replay's clock ran late,
+      relative to the iteration.
 
     Raises ValueError when warm-up leaves no iteration, or a row is malformed.
     """
@@ -70,4 +74,12 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
         span = float(np.mean([r.comm_span_s for r in measured]))
         out["comm_span_seconds_mean"] = span
         out["overlap_fraction"] = min(1.0, max(0.0, 1 - out["comm_wait_seconds_mean"] / span)) if span > 0 else None
+    sched = [r for r in measured if r.schedule_error_s is not None]
+    if sched:
+        err = np.array([r.schedule_error_s for r in sched])
+        frac = np.array([r.schedule_error_s / r.iteration_s for r in sched if r.iteration_s > 0])
+        out["schedule_error"] = {"mean_seconds": float(err.mean()), "max_seconds": float(err.max()),
+                                 "fraction_p50": float(np.percentile(frac, 50)) if len(frac) else None,
+                                 "fraction_p99": float(np.percentile(frac, 99)) if len(frac) else None,
+                                 "fraction_max": float(frac.max()) if len(frac) else None}
     return out

@@ -84,13 +84,14 @@ def report_network(spec: Spec, role: str, metrics: NodeMetrics) -> None:
 def reshaper(spec: Spec, role: str, node: str, shaper: LinkShaper, metrics: NodeMetrics):
     """The heartbeat's handler for ``shape`` commands: re-apply tc on this node's own link
     (netns or container, kernel backends) or retune the transport's token bucket (app)."""
-    from synclab.netem.profile import profile_from_mapping, resolve_for_role
+    from synclab.netem.profile import dilate, profile_from_mapping, resolve_for_role
 
     def handle(cmd) -> None:
         if cmd.kind != "shape":
             return
         try:
-            profile = resolve_for_role(profile_from_mapping(json.loads(cmd.args_json)["profile"]), role)
+            profile = resolve_for_role(dilate(profile_from_mapping(json.loads(cmd.args_json)["profile"]),
+                                              spec.run.dilation), role)
             if spec.network.backend in ("netem", "htb", "tbf"):
                 from synclab.netem import tc
                 from synclab.netem.netns import NODE_IFB

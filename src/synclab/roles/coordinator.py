@@ -28,7 +28,7 @@ from synclab.wire.channels import make_server
 log = logging.getLogger(__name__)
 
 ITERATION_COLUMNS = ["iteration", "rank", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples",
-                     "bytes_sent", "bytes_received", "comm_span_s", "params_checksum"]
+                     "bytes_sent", "bytes_received", "comm_span_s", "schedule_error_s", "params_checksum"]
 ROLE_PREFIX = {pb.WORKER: "worker", pb.PS: "ps"}
 
 
@@ -232,6 +232,7 @@ def write_iterations(path: Path, reports: list[pb.IterationReport]) -> list[dict
         rows.append({"iteration": r.iteration, "rank": r.rank, "start_s": r.start_s, "iteration_s": r.iteration_s,
                      "compute_s": r.compute_s, "comm_wait_s": r.comm_wait_s, "loss": r.loss, "samples": r.samples,
                      "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received, "comm_span_s": r.comm_span_s,
+                     "schedule_error_s": "" if math.isnan(r.schedule_error_s) else r.schedule_error_s,
                      "params_checksum": "" if math.isnan(r.params_checksum) else repr(r.params_checksum)})
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=ITERATION_COLUMNS)
@@ -285,10 +286,32 @@ def build_summary(job: JobState, rows: list[dict]) -> dict:
         "link_rate_bps": job.link_rate_bps,
         "initial_loss": sum(losses[its[0]]) / len(losses[its[0]]) if its else None,
         "final_loss": sum(losses[its[-1]]) / len(losses[its[-1]]) if its else None,
+        **compute_fields(spec),
         "started_at": job.started_at,
         "wall_seconds": time.time() - job.started_at,
         "versions": versions(),
     }
+
+
+def compute_fields(spec: Spec) -> dict:
+    """How the job computed: mode, and for replay the profile, its per-iteration time, scale and dilation.
+
+    ``compute_profile_seconds`` is the profile's forward+backward time (scale and
+    dilation undone); ``compute_replay_seconds`` what one worker's iteration was
+    due to compute in emulated time (× ``compute.scale``, × the batch factor of
+    ``local``). Every time in the records is already divided by ``dilation``.
+    """
+    out: dict = {"compute_mode": spec.compute.mode, "dilation": spec.run.dilation}
+    if spec.compute.mode == "replay":
+        from synclab.strategies import registry
+
+        p = spec.compute.model_profile()
+        factor = spec.cluster.workers if registry.get(spec.strategy.name).single_process else 1
+        out.update(compute_profile={"model": p.model, "batch_size": p.batch_size, "device": p.device,
+                                    "device_name": p.meta.get("device_name"), "date": p.meta.get("date")},
+                   compute_profile_seconds=p.iteration_seconds, compute_scale=spec.compute.scale,
+                   compute_replay_seconds=p.iteration_seconds * spec.compute.scale * factor)
+    return out
 
 
 def network_backend(spec: Spec) -> str:
@@ -330,7 +353,7 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
     job.state = "finished"
     from synclab.compute.events import merge_events, write_timeline
 
-    event_rows = merge_events(run_dir)
+    event_rows = merge_events(run_dir, dilation=spec.run.dilation)
     if event_rows:
         write_timeline(run_dir, event_rows)
     (run_dir / "summary.json").write_text(json.dumps(build_summary(job, rows), indent=2) + "\n")

@@ -60,13 +60,20 @@ class LocalCluster:
         return ([("coordinator", "coordinator")] + [(f"ps{i}", "ps") for i in range(self.spec.n_ps)]
                 + [(f"worker{r}", "worker") for r in range(self.spec.n_workers)])
 
+    def _host_profile(self):
+        """The spec's link profile as this host shapes it (divided by ``run.dilation``)."""
+        from synclab.netem.profile import dilate
+
+        p = self.spec.network.link_profile()
+        return None if p is None else dilate(p, self.spec.run.dilation)
+
     def _build_netns(self) -> None:
         from synclab.netem.netns import NetnsCluster, Topology
 
         names = self.node_names()
         kernel = self.spec.network.backend in ("netem", "htb", "tbf")
         topo = Topology.star([n for n, _ in names], roles=dict(names), host_address=True,
-                             profile=self.spec.network.link_profile() if kernel else None)
+                             profile=self._host_profile() if kernel else None)
         self.netns = NetnsCluster(topo)
         self.netns.up()
         (self.run_dir / "network.json").write_text(json.dumps({

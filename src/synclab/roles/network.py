@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from synclab.config import Spec, SpecError
-from synclab.netem.profile import LinkProfile, resolve_for_role
+from synclab.netem.profile import LinkProfile, dilate, resolve_for_role
 
 APP_CAN = ("rate", "delay", "jitter")
 
@@ -70,7 +70,7 @@ def resolve_network(spec: Spec, *, kernel_available: frozenset[str] | None = Non
                          "so traffic converging on one node can exceed its rate")
         return NetworkPlan(isolation, profile, "app", sorted(wants & set(APP_CAN)), notes)
     available = detect_backends() if kernel_available is None else kernel_available
-    choice = choose_backend(profile, available, True)
+    choice = choose_backend(dilate(profile, spec.run.dilation), available, True)  # what the host shapes
     left = set(choice.left_to_app)
     if "loss" in left:
         raise SpecError(f"network.profile: loss needs tc netem, which this kernel lacks (found: "
@@ -104,5 +104,6 @@ def apply_to_spec(spec: Spec, plan: NetworkPlan) -> Spec:
 
 
 def node_profile(spec: Spec, role: str) -> LinkProfile | None:
+    """What ``role``'s link is shaped to on this host: its profile, dilated by ``run.dilation``."""
     p = spec.network.link_profile()
-    return None if p is None else resolve_for_role(p, role)
+    return None if p is None else resolve_for_role(dilate(p, spec.run.dilation), role)

@@ -14,6 +14,7 @@ import torch
 
 from synclab.compute.engine import CommFailed, Engine
 from synclab.compute.events import EventLog
+from synclab.compute.replay import ReplayEngine
 from synclab.data import make_dataset
 from synclab.models import build_model, model_input_spec
 from synclab.roles.bootstrap import join, report_network, reshaper, shaper_for
@@ -50,8 +51,11 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     torch.manual_seed(spec.run.seed)
     torch.set_num_threads(spec.compute.threads)
     device = pick_device(spec.compute.device)
-    model = build_model(spec.model.name, **spec.model.options).to(device)
-    engine = Engine(model, torch.nn.CrossEntropyLoss(), device)
+    if spec.compute.mode == "replay":
+        engine = replay_engine(spec, device)
+    else:
+        model = build_model(spec.model.name, **spec.model.options).to(device)
+        engine = Engine(model, torch.nn.CrossEntropyLoss(), device)
     inbox = Inbox()
     events = EventLog(j.name, [i.name for i in engine.infos], enabled=spec.run.events)
     engine.events = events
@@ -105,11 +109,12 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         client.barrier("connected", n_nodes)
         strategy.setup()
         client.barrier("ready", n_nodes)
-        _train(spec, engine, strategy, client, metrics, dataset_for(spec), current, n_nodes)
+        _train(spec, engine, strategy, client, metrics, None if engine.replay else dataset_for(spec), current,
+               n_nodes)
         strategy.on_train_end()
         events.write(j.run_dir / f"events-{j.name}.csv")
         if rank == 0:
-            torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, j.run_dir / "params.pt")
+            torch.save(engine.state_dict(), j.run_dir / "params.pt")
         client.flush_reports()
         client.barrier("end", n_nodes)
         strategy.finish()
@@ -131,6 +136,23 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     return 0 if ok else 1
 
 
+def replay_engine(spec, device: torch.device) -> ReplayEngine:
+    """A :class:`ReplayEngine` for the spec's (inline) profile: real tensors of the model's shapes, seeded."""
+    from synclab.compute.engine import param_layout
+    from synclab.strategies import registry
+
+    profile = spec.compute.model_profile()
+    with torch.device("meta"):
+        meta = build_model(spec.model.name, **spec.model.options)
+    infos, meta_tensors, layers = param_layout(meta)
+    g = torch.Generator().manual_seed(spec.run.seed)
+    tensors = [torch.empty(t.shape).normal_(0.0, 0.01, generator=g).to(device) for t in meta_tensors]
+    single = registry.get(spec.strategy.name).single_process
+    factor = spec.cluster.workers if single else 1  # ``local`` replays the global batch in one process
+    return ReplayEngine(profile, infos, tensors, len(layers), time_factor=spec.compute.scale * spec.run.dilation,
+                        batch_factor=factor, samples=spec.model.batch_size * factor)
+
+
 def dataset_for(spec):
     input_spec = model_input_spec(spec.model.name, **spec.model.options)
     return make_dataset(spec.data.name, input_spec, seed=spec.run.seed, root=spec.data.root, size=spec.data.size)
@@ -146,6 +168,9 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
         data_rank, data_world, data_batch = shard[0], shard[1], batch
     else:
         data_rank = data_world = data_batch = None
+    if dataset is None:  # replay: no data
+        data_world = None
+    dilation = spec.run.dilation  # records are in emulated time: host seconds / D
     client.barrier("start", n_nodes)
     t_job = time.perf_counter()
     sent0, recv0 = metrics.total_sent(), metrics.total_received()
@@ -153,16 +178,18 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
     def report(timing, end: float, checksum: float) -> None:
         """Iteration t spans [start_t, start_t+1); its communication spans [first gradient, all params fresh]."""
         nonlocal sent0, recv0
-        iteration_s = end - timing.start
-        comm_wait = max(0.0, iteration_s - timing.compute_s)
+        iteration_s = (end - timing.start) / dilation
+        compute_s = timing.compute_s / dilation
+        comm_wait = max(0.0, iteration_s - compute_s)
         comm_span = max(0.0, engine.gates.synced_at.pop(timing.iteration, timing.first_grad) - timing.first_grad)
         sent, recv = metrics.total_sent(), metrics.total_received()
-        metrics.observe_iteration(iteration_s, timing.compute_s, comm_wait, timing.samples, timing.loss)
+        metrics.observe_iteration(iteration_s, compute_s, comm_wait, timing.samples, timing.loss)
         client.report(pb.IterationReport(node=client.node, rank=rank, iteration=timing.iteration,
-                                         start_s=timing.start - t_job, iteration_s=iteration_s,
-                                         compute_s=timing.compute_s, comm_wait_s=comm_wait, loss=timing.loss,
+                                         start_s=(timing.start - t_job) / dilation, iteration_s=iteration_s,
+                                         compute_s=compute_s, comm_wait_s=comm_wait, loss=timing.loss,
                                          samples=timing.samples, bytes_sent=sent - sent0, bytes_received=recv - recv0,
-                                         params_checksum=checksum, comm_span_s=comm_span))
+                                         params_checksum=checksum, comm_span_s=comm_span / dilation,
+                                         schedule_error_s=timing.schedule_error_s / dilation))
         sent0, recv0 = sent, recv
 
     prev, prev_checksum = None, math.nan

@@ -305,6 +305,8 @@ class Stanza(Strategy):
     def run_iteration(self, engine: "Engine", iteration: int, x, y, start: float) -> "IterationTiming":
         from synclab.compute.engine import CommFailed, IterationTiming  # the engine imports strategies
 
+        if engine.replay:
+            return self._replay_iteration(engine, iteration, start)
         features, classifier = getattr(engine.model, "features", None), getattr(engine.model, "classifier", None)
         if not isinstance(features, torch.nn.Module) or not isinstance(classifier, torch.nn.Module):
             raise TypeError(f"stanza needs a model with 'features' and 'classifier' modules; "
@@ -370,6 +372,54 @@ class Stanza(Strategy):
             link.send(Message(MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration), part_loss))
         compute_s = time.perf_counter() - t0 - engine.gate_wait_s
         return compute_s, float(loss.detach()), 0
+
+    def _replay_iteration(self, engine, iteration: int, start: float) -> "IterationTiming":
+        """The same iteration with replayed compute: profiled CONV/FC times, zero-valued activations of the
+        profile's size A per sample (the real bytes), an FC worker's FC time × the CONV workers it serves."""
+        from synclab.compute.engine import CommFailed, IterationTiming
+
+        c = self.ctx
+        boundary = engine.profile.boundary
+        if boundary is None:
+            raise ValueError(f"stanza replay needs the profile's 'boundary' (model {engine.profile.model!r} has none)")
+        engine.begin_iteration(iteration)
+        conv, fc = list(range(self.boundary)), list(range(self.boundary, len(c.params)))
+        if self.is_fc:
+            names = [c.worker_names[r] for r in self.served]
+            acts = [c.inbox.expect(n, MessageId(pb.ACTIVATION, "activations", 0, iteration)) for n in names]
+            for n in names:  # labels travel as in the real run; replay needs no loss
+                c.inbox.expect(n, MessageId(pb.ACTIVATION, "labels", 0, iteration))
+            parts = [f.result().tensor for f in acts]
+            t0 = time.perf_counter()
+            factor = float(len(parts))  # T_f is per CONV worker's batch
+            deadline = engine.forward(engine.layers_of(fc), t0, factor)
+            engine.backward(fc, deadline, factor)
+            for r, part in zip(self.served, parts):
+                link = c.peer_links[r]
+                link.send(Message(MessageId(pb.ACTIVATION_GRAD, "activations", 0, iteration), torch.zeros_like(part)))
+                link.send(Message(MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration), torch.full((1,), math.nan)))
+            compute_s, samples = time.perf_counter() - t0 - engine.gate_wait_s, 0
+        else:
+            link = c.peer_links[self.fc_of[c.rank]]
+            fc_name = c.worker_names[self.fc_of[c.rank]]
+            grads = c.inbox.expect(fc_name, MessageId(pb.ACTIVATION_GRAD, "activations", 0, iteration))
+            c.inbox.expect(fc_name, MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration))
+            engine.forward(engine.layers_of(conv), start)
+            samples = c.batch_size
+            link.send(Message(MessageId(pb.ACTIVATION, "activations", 0, iteration),
+                              torch.zeros(samples, boundary.activations_per_sample)))
+            link.send(Message(MessageId(pb.ACTIVATION, "labels", 0, iteration),
+                              torch.zeros(samples, dtype=torch.int64)))
+            forward_done = time.perf_counter()
+            grads.result()  # pull_fc: waiting, not computing
+            backward_start = time.perf_counter()
+            engine.backward(conv, backward_start)
+            compute_s = (forward_done - start - engine.gate_wait_s) + (time.perf_counter() - backward_start)
+        engine.comm.submit(self.on_backward_end, iteration)
+        if engine.gates.error is not None:
+            raise CommFailed(str(engine.gates.error)) from engine.gates.error
+        return IterationTiming(iteration, start, compute_s, engine.gate_wait_s, math.nan, samples, engine.first_grad,
+                               schedule_error_s=compute_s - engine.due_s)
 
     def on_gradient(self, iteration: int, index: int, grad: torch.Tensor) -> None:
         span = self._offsets.get(index)

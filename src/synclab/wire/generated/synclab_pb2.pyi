@@ -207,7 +207,7 @@ class HeartbeatReply(_message.Message):
     def __init__(self, stop: _Optional[bool] = ..., reason: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[ControlCommand, _Mapping]]] = ...) -> None: ...
 
 class IterationReport(_message.Message):
-    __slots__ = ("node", "rank", "iteration", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples", "bytes_sent", "bytes_received", "params_checksum", "comm_span_s")
+    __slots__ = ("node", "rank", "iteration", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples", "bytes_sent", "bytes_received", "params_checksum", "comm_span_s", "schedule_error_s")
     NODE_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     ITERATION_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +221,7 @@ class IterationReport(_message.Message):
     BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     PARAMS_CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     COMM_SPAN_S_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_ERROR_S_FIELD_NUMBER: _ClassVar[int]
     node: str
     rank: int
     iteration: int
@@ -234,7 +235,8 @@ class IterationReport(_message.Message):
     bytes_received: int
     params_checksum: float
     comm_span_s: float
-    def __init__(self, node: _Optional[str] = ..., rank: _Optional[int] = ..., iteration: _Optional[int] = ..., start_s: _Optional[float] = ..., iteration_s: _Optional[float] = ..., compute_s: _Optional[float] = ..., comm_wait_s: _Optional[float] = ..., loss: _Optional[float] = ..., samples: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., params_checksum: _Optional[float] = ..., comm_span_s: _Optional[float] = ...) -> None: ...
+    schedule_error_s: float
+    def __init__(self, node: _Optional[str] = ..., rank: _Optional[int] = ..., iteration: _Optional[int] = ..., start_s: _Optional[float] = ..., iteration_s: _Optional[float] = ..., compute_s: _Optional[float] = ..., comm_wait_s: _Optional[float] = ..., loss: _Optional[float] = ..., samples: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., params_checksum: _Optional[float] = ..., comm_span_s: _Optional[float] = ..., schedule_error_s: _Optional[float] = ...) -> None: ...
 
 class DoneRequest(_message.Message):
     __slots__ = ("node", "ok", "message", "bytes_sent", "bytes_received")
