@@ -54,3 +54,15 @@ def test_bad_input_is_refused_by_name(iteration_rows):
     rows[0]["iteration_s"] = "fast"
     with pytest.raises(ValueError, match="'iteration_s'"):
         compute_summary(rows)
+
+
+def test_replay_schedule_error_by_hand():
+    rows = [{"iteration": i, "rank": 0, "start_s": i, "iteration_s": 1.0, "compute_s": 0.5, "comm_wait_s": 0.5,
+             "loss": "", "samples": 4, "bytes_sent": 0, "bytes_received": 0, "schedule_error_s": err}
+            for i, err in ((1, 0.5), (2, 0.01), (3, 0.03))]
+    s = compute_summary(rows, warmup=1)
+    assert s["schedule_error"]["mean_seconds"] == pytest.approx(0.02)
+    assert s["schedule_error"]["max_seconds"] == pytest.approx(0.03)
+    assert s["schedule_error"]["fraction_max"] == pytest.approx(0.03)
+    real = [{**r, "schedule_error_s": ""} for r in rows]
+    assert "schedule_error" not in compute_summary(real, warmup=1)

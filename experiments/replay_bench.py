@@ -1,0 +1,101 @@
+"""Issue-6 targets for replay compute, measured in one run and printed as ratios.
+
+1. Accuracy: ``local`` strategy, unshaped, one worker replaying a profile — the
+   iteration time over the profile's forward+backward time (after
+   ``compute.scale``); target within 3%.
+2. Scale: 16 replay workers + 4 PS shards of a ResNet-50 profile (``ps``
+   strategy, a shaped profile) on this host, dilated by D — the per-iteration
+   scheduling error as a fraction of the iteration time; target under 5%.
+3. Dilation: the same experiment at 2D — the de-dilated iteration times of
+   the two runs; target within 5%.
+
+    python experiments/replay_bench.py [--model resnet50] [--scale 0.01] [--dilation 4]
+        [--profile 1gbit] [--iterations 5] [--out runs/replay-bench]
+
+``--scale 0.01`` turns this machine's CPU profile of ResNet-50 into roughly a
+V100's iteration time (the CPU profile is ~100x slower); with a GPU profile
+checked in, use 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(out: Path, *sets: str) -> dict:
+    cmd = [sys.executable, "-m", "synclab", "run", str(REPO / "examples" / "quickstart.yaml"), "--out", str(out),
+           "--no-report"]
+    for s in sets:
+        cmd += ["--set", s]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if r.returncode != 0:
+        sys.exit(f"run failed ({' '.join(sets)}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return json.loads((out / "summary.json").read_text())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--scale", type=float, default=0.01)
+    ap.add_argument("--dilation", type=float, default=4.0)
+    ap.add_argument("--profile", default="1gbit", help="link profile of the 16+4 cluster")
+    ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=Path("runs/replay-bench"))
+    args = ap.parse_args()
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    replay = [f"model.name={args.model}", "compute.mode=replay", f"compute.scale={args.scale}"]
+    results = {}
+    with Progress() as progress:
+        task = progress.add_task("replay benchmark", total=3)
+        s = run(args.out / "local", *replay, "strategy.name=local", "cluster.workers=1", "network.rate=null",
+                "run.iterations=12", "run.warmup=2")
+        results["local"] = {"iteration_s": s["iteration_seconds"]["mean"], "due_s": s["compute_replay_seconds"],
+                            "ratio": s["iteration_seconds"]["mean"] / s["compute_replay_seconds"],
+                            "profile": s["compute_profile"]}
+        progress.advance(task)
+        cluster = [*replay, "strategy.name=ps", f"cluster.workers={args.workers}", f"cluster.ps_shards={args.shards}",
+                   f"network.profile={args.profile}", "network.rate=null", f"run.iterations={args.iterations}",
+                   "run.warmup=1", "run.connect_timeout_s=120", "run.heartbeat_timeout_s=120"]
+        for d in (args.dilation, 2 * args.dilation):
+            s = run(args.out / f"cluster-d{d:g}", *cluster, f"run.dilation={d}")
+            results[f"d{d:g}"] = {"dilation": d, "iteration_s": s["iteration_seconds"]["mean"],
+                                  "compute_s": s["compute_seconds_mean"], "comm_wait_s": s["comm_wait_seconds_mean"],
+                                  "schedule_error": s["schedule_error"], "backend": s["network_backend"],
+                                  "wall_s": s["wall_seconds"]}
+            progress.advance(task)
+    d1, d2 = results[f"d{args.dilation:g}"], results[f"d{2 * args.dilation:g}"]
+    results["dilation_ratio"] = d2["iteration_s"] / d1["iteration_s"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "replay-bench.json").write_text(json.dumps(results, indent=2))
+    t = Table(title=f"Replay compute, {args.model} profile x{args.scale:g} (one run, side by side)")
+    for c in ("measurement", "value", "target", "met"):
+        t.add_column(c)
+    loc = results["local"]
+    t.add_row("local: iteration ÷ profiled fwd+bwd", f"{loc['ratio']:.4f} ({loc['iteration_s'] * 1e3:.1f} / "
+              f"{loc['due_s'] * 1e3:.1f} ms)", "within 3%", str(abs(loc["ratio"] - 1) <= 0.03))
+    for d in (d1, d2):
+        se = d["schedule_error"]
+        t.add_row(f"{args.workers}w+{args.shards}ps D={d['dilation']:g}: scheduling error ÷ iteration (p99 / max)",
+                  f"{se['fraction_p99']:.4f} / {se['fraction_max']:.4f}", "< 5%", str(se["fraction_max"] < 0.05))
+        t.add_row(f"  D={d['dilation']:g}: iteration (comp / non-overlapped comm), backend {d['backend']}",
+                  f"{d['iteration_s']:.3f} s ({d['compute_s']:.3f} / {d['comm_wait_s']:.3f}); host {d['wall_s']:.0f} s",
+                  "", "")
+    t.add_row(f"iteration at D={2 * args.dilation:g} ÷ at D={args.dilation:g} (de-dilated)",
+              f"{results['dilation_ratio']:.4f}", "within 5%", str(abs(results["dilation_ratio"] - 1) <= 0.05))
+    Console(width=150).print(t)
+
+
+if __name__ == "__main__":
+    main()

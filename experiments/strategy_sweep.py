@@ -1,0 +1,91 @@
+"""Every strategy on the same shaped cluster, one after another: iteration time and the split into compute
+and non-overlapped communication (MG-WFBP Fig. 8's bars), plus throughput and bytes moved.
+
+    python experiments/strategy_sweep.py [--spec examples/quickstart.yaml] [--rate 1gbit] [--workers 4]
+        [--iterations 20] [--set KEY=VALUE ...] [--out runs/strategy-sweep]
+
+Real compute by default; ``--set compute.mode=replay --set model.name=resnet50 ...`` sweeps replayed models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXTRA = {"stanza": ["strategy.fc_workers=1"], "ssdsgd": ["strategy.warmup=3", "strategy.k=2"],
+         "mgwfbp": ["strategy.profile_iterations=3"], "mgwfbp-opt": ["strategy.profile_iterations=3"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spec", type=Path, default=REPO / "examples" / "quickstart.yaml")
+    ap.add_argument("--strategies", default="local,ps,wfbp,synceasgd,mgwfbp,mgwfbp-opt,stanza,p3,p3-slicing,"
+                                            "ssdsgd,asgd")
+    ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--set", dest="sets", action="append", default=[])
+    ap.add_argument("--out", type=Path, default=Path("runs/strategy-sweep"))
+    args = ap.parse_args()
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rich.console import Console
+    from rich.progress import track
+    from rich.table import Table
+
+    rows = []
+    for strategy in track(args.strategies.split(","), description="strategies"):
+        out = args.out / strategy
+        sets = [f"strategy.name={strategy}", f"network.rate={args.rate}", f"cluster.workers={args.workers}",
+                f"run.iterations={args.iterations}", "run.warmup=4", *EXTRA.get(strategy, []), *args.sets]
+        cmd = [sys.executable, "-m", "synclab", "run", str(args.spec), "--out", str(out), "--no-report"]
+        for s in sets:
+            cmd += ["--set", s]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        if r.returncode:
+            rows.append({"strategy": strategy, "error": (r.stdout + r.stderr).strip().splitlines()[-1]})
+            continue
+        s = json.loads((out / "summary.json").read_text())
+        rows.append({"strategy": strategy, "iteration_s": s["iteration_seconds"]["mean"],
+                     "compute_s": s["compute_seconds_mean"], "comm_wait_s": s["comm_wait_seconds_mean"],
+                     "throughput": s["throughput_samples_per_s"], "backend": s["network_backend"],
+                     "isolation": s["network_isolation"], "bytes": sum(s["bytes_sent"].values()),
+                     "final_loss": s["final_loss"]})
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "strategy-sweep.json").write_text(json.dumps(rows, indent=2))
+    t = Table(title=f"strategies on {args.workers} workers, {args.rate} links (one run each, in turn)")
+    for c in ("strategy", "iteration ms", "compute ms", "non-overlapped comm ms", "samples/s", "MB sent",
+              "backend", "final loss"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        if "error" in r:
+            t.add_row(r["strategy"], "failed: " + r["error"][:60], "", "", "", "", "", "")
+            continue
+        t.add_row(r["strategy"], f"{r['iteration_s'] * 1e3:.1f}", f"{r['compute_s'] * 1e3:.1f}",
+                  f"{r['comm_wait_s'] * 1e3:.1f}", f"{r['throughput']:.1f}", f"{r['bytes'] / 1e6:.0f}",
+                  f"{r['backend']} ({r['isolation']})", f"{r['final_loss']:.3f}")
+    Console(width=150).print(t)
+    ok = [r for r in rows if "error" not in r]
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    ax.bar([r["strategy"] for r in ok], [r["compute_s"] * 1e3 for r in ok], label="compute")
+    ax.bar([r["strategy"] for r in ok], [r["comm_wait_s"] * 1e3 for r in ok],
+           bottom=[r["compute_s"] * 1e3 for r in ok], label="non-overlapped communication")
+    ax.set_ylabel("ms per iteration")
+    ax.set_title(f"Computation vs non-overlapped communication ({args.workers} workers, {args.rate})")
+    ax.tick_params(axis="x", rotation=30)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out / "strategy-sweep.png", dpi=120)
+    if len(ok) < len(rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

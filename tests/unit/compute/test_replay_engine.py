@@ -1,0 +1,93 @@
+"""ReplayEngine: profiled time passes per layer and tensor, gradients of the real shapes go out in backward order,
+gates hold the forward pass, and the scheduling error is reported."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from synclab.compute.engine import param_layout
+from synclab.compute.profile import parse_model_profile
+from synclab.compute.replay import ReplayEngine, sleep_until
+from synclab.models import build_model
+from synclab.strategies.base import Strategy
+
+
+class Recorder(Strategy):
+    """Records what the engine hands over (the engine's only contract with a strategy)."""
+
+    name = "recorder"
+
+    def __init__(self):
+        self.grads: list[tuple[int, int, tuple]] = []
+        self.ended: list[int] = []
+
+    def on_gradient(self, iteration, index, grad):
+        self.grads.append((iteration, index, tuple(grad.shape)))
+
+    def on_backward_end(self, iteration):
+        self.ended.append(iteration)
+
+
+def engine_for(model_name="mlp", fwd=0.004, bwd=0.006, **kw):
+    with torch.device("meta"):
+        meta = build_model(model_name)
+    infos, metas, layers = param_layout(meta)
+    per = len(infos)
+    profile = parse_model_profile({
+        "model": model_name, "batch_size": 4, "device": "cpu", "forward_seconds": fwd, "backward_seconds": bwd,
+        "tensors": [{"name": i.name, "params": i.numel, "forward_seconds": fwd / per, "backward_seconds": bwd / per,
+                     "kind": "fc"} for i in infos]})
+    tensors = [torch.zeros(t.shape) for t in metas]
+    eng = ReplayEngine(profile, infos, tensors, len(layers), **kw)
+    rec = Recorder()
+    eng.attach(rec)
+    return eng, rec, infos
+
+
+def test_sleep_until_is_never_early():
+    for dt in (0.0, 0.0003, 0.002, 0.01):
+        deadline = time.perf_counter() + dt
+        sleep_until(deadline)
+        assert time.perf_counter() >= deadline
+
+
+def test_iteration_takes_the_profiled_time_and_hands_over_every_gradient_backward():
+    eng, rec, infos = engine_for(fwd=0.02, bwd=0.03, time_factor=2.0, samples=4)
+    try:
+        timing = eng.run_iteration(1, None, None)
+        eng.comm.stop()
+        assert timing.compute_s >= 0.1  # (20 + 30 ms) x 2: replay is never early
+        assert timing.schedule_error_s == pytest.approx(timing.compute_s - 0.1, abs=1e-9)
+        assert timing.samples == 4 and timing.loss != timing.loss  # no loss in replay: NaN
+        assert [i for _, i, _ in rec.grads] == list(reversed(range(len(infos))))
+        assert [s for _, _, s in rec.grads] == [info.shape for info in reversed(infos)]
+        assert rec.ended == [1]
+        assert eng.last_forward_s == pytest.approx(0.04, abs=0.03)
+    finally:
+        eng.close()
+
+
+def test_forward_waits_on_gates_and_the_wait_is_not_compute():
+    eng, rec, infos = engine_for(fwd=0.01, bwd=0.01)
+    try:
+        eng.gates.mark_stale(0)  # layer 0's parameter is in flight
+        threading.Timer(0.2, eng.mark_fresh, args=(0,)).start()
+        timing = eng.run_iteration(1, None, None)
+        assert timing.gate_wait_s >= 0.15
+        assert timing.compute_s < timing.gate_wait_s
+        assert timing.compute_s >= 0.02
+    finally:
+        eng.close()
+
+
+def test_batch_factor_scales_the_time():
+    eng, rec, infos = engine_for(fwd=0.01, bwd=0.01, batch_factor=3.0)
+    try:
+        assert eng.run_iteration(1, None, None).compute_s >= 0.06
+        assert eng.due_s == pytest.approx(0.06)
+    finally:
+        eng.close()

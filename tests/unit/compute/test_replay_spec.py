@@ -1,0 +1,80 @@
+"""Replay and dilation in the spec: bad values are refused naming the key; the launcher inlines the profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from synclab.compute.profile import parse_model_profile
+from synclab.compute.profiler import measure_profile
+from synclab.compute.resolve import resolve_compute
+from synclab.config import SpecError, parse_spec
+from synclab.netem.profile import dilate, load_profile, profile_from_mapping
+from synclab.roles.network import node_profile
+
+
+@pytest.fixture(scope="module")
+def mlp_profile(tmp_path_factory):
+    p = measure_profile("mlp", batch_size=8, iterations=2, warmup=1)
+    path = tmp_path_factory.mktemp("prof") / "mlp.json"
+    path.write_text(p.to_json())
+    return path
+
+
+def test_profiler_output_is_a_valid_profile_that_fits_the_model(mlp_profile):
+    p = parse_model_profile(json.loads(mlp_profile.read_text()))
+    assert p.model == "mlp" and p.batch_size == 8 and p.boundary is None
+    assert p.forward_seconds > 0 and p.backward_seconds > 0
+    assert p.forward_seconds == pytest.approx(sum(t.forward_seconds for t in p.tensors))
+    assert {"device_name", "torch", "date", "iterations"} <= set(p.meta)
+    assert set(p.spread) == {"forward_seconds", "backward_seconds"}
+
+
+def test_profiler_measures_the_stanza_boundary_of_a_cnn():
+    p = measure_profile("smallcnn", batch_size=4, iterations=1, warmup=0)
+    b = p.boundary
+    assert b is not None and b.activations_per_sample == 4096  # 256 channels x 4 x 4 after the last pooling
+    assert b.conv_params + b.fc_params == p.params
+    assert b.conv_seconds + b.fc_seconds == pytest.approx(p.iteration_seconds)
+    assert {t.kind for t in p.tensors} == {"conv", "fc"}
+
+
+@pytest.mark.parametrize("override, key", [
+    (["run.dilation=0"], "run.dilation"),
+    (["run.dilation=-2"], "run.dilation"),
+    (["run.dilation=2"], "run.dilation"),                   # real compute cannot be dilated
+    (["compute.scale=0"], "compute.scale"),
+    (["compute.profile=x.json"], "compute.profile"),        # only with replay
+    (["compute.mode=replay", "compute.profile=/nonexistent.json"], "compute.profile"),
+    (["compute.mode=quantum"], "compute.mode"),
+])
+def test_bad_replay_settings_name_the_key(override, key):
+    with pytest.raises(SpecError, match=key.replace(".", r"\.")):
+        parse_spec({"model": {"name": "mlp"}}, override)
+
+
+def test_a_profile_of_another_model_is_refused(mlp_profile):
+    with pytest.raises(SpecError, match=r"compute\.profile:.*'mlp'.*'smallcnn'"):
+        parse_spec({"model": {"name": "smallcnn"}, "compute": {"mode": "replay", "profile": str(mlp_profile)}})
+
+
+def test_resolve_inlines_the_profile_and_takes_its_batch(mlp_profile):
+    s = parse_spec({"model": {"name": "mlp", "batch_size": 32},
+                    "compute": {"mode": "replay", "profile": str(mlp_profile), "scale": 2}})
+    s2, notes = resolve_compute(s)
+    assert isinstance(s2.compute.profile, dict) and s2.model.batch_size == 8
+    assert any("batch size 8" in n for n in notes) and any("x2" in n for n in notes)
+    again, _ = resolve_compute(s2)
+    assert again.compute.profile == s2.compute.profile
+
+
+def test_dilation_divides_rates_and_stretches_delays():
+    p = profile_from_mapping({"name": "x", "rate": "4gbit", "delay": "2ms", "jitter": "1ms", "loss": "1%",
+                              "burst": "1MB", "roles": {"ps": {"rate": "2gbit"}}})
+    d = dilate(p, 4)
+    assert (d.rate_bps, d.delay_s, d.jitter_s, d.loss_pct, d.burst_bytes) == (10**9, 0.008, 0.004, 1.0, 10**6)
+    assert d.roles["ps"].rate_bps == 500_000_000
+    assert dilate(p, 1) is p
+    s = parse_spec({"network": {"profile": "4gbit"}, "compute": {"mode": "replay"}, "run": {"dilation": 2}})
+    assert node_profile(s, "worker").rate_bps == load_profile("4gbit").rate_bps // 2
