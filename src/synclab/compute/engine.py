@@ -144,48 +144,33 @@ class CommThread:
         self._thread.join(timeout=10)
 
 
-class Engine:
-    """Forward/backward with gates and gradient hooks; one call per iteration."""
+class EngineBase:
+    """What every compute engine shares: the gates, the communication thread, the events, and the
+    per-iteration bookkeeping the worker and the strategies read (gate waits, the first gradient)."""
 
     replay = False
 
-    def __init__(self, model: nn.Module, loss_fn: nn.Module, device: torch.device):
-        self.model, self.loss_fn, self.device = model, loss_fn, device
-        self.infos, self.tensors, self.layers = param_layout(model)
-        self.gates = FreshGates(self.infos, len(self.layers))
+    def __init__(self, infos: list[ParamInfo], tensors: list[torch.Tensor], n_layers: int):
+        self.infos, self.tensors = infos, tensors
+        self.gates = FreshGates(infos, n_layers)
         self.strategy: Strategy | None = None
         self.events = None  # an EventLog, set by the worker
         self.comm = CommThread(lambda: self.strategy, self.gates)
         self._iteration = 0
         self._gate_wait_s = 0.0
         self._first_grad = 0.0
-        self._handles = []
-        for layer_idx, module in enumerate(self.layers):
-            self._handles.append(module.register_forward_pre_hook(self._gate_hook(layer_idx)))
-        for info, p in zip(self.infos, self.tensors):
-            self._handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(info.index)))
 
     def attach(self, strategy: Strategy) -> None:
         self.strategy = strategy
 
-    def _gate_hook(self, layer: int):
-        def hook(module, args):
-            t0 = time.perf_counter()
-            self.gates.wait(layer)
-            self._gate_wait_s += time.perf_counter() - t0
-        return hook
-
-    def _grad_hook(self, index: int):
-        def hook(p: torch.Tensor):
-            if not self._first_grad:
-                self._first_grad = time.perf_counter()
-            grad = p.grad
-            p.grad = None
-            self.gates.mark_stale(index, self._iteration)
-            if self.events is not None:
-                self.events.record(self._iteration, index, "grad_ready")
-            self.comm.submit(self.strategy.on_gradient, self._iteration, index, grad)
-        return hook
+    def hand_over(self, index: int, grad: torch.Tensor) -> None:
+        """Parameter ``index``'s gradient is ready: mark it stale and give it to the strategy's thread."""
+        if not self._first_grad:
+            self._first_grad = time.perf_counter()
+        self.gates.mark_stale(index, self._iteration)
+        if self.events is not None:
+            self.events.record(self._iteration, index, "grad_ready")
+        self.comm.submit(self.strategy.on_gradient, self._iteration, index, grad)
 
     def begin_iteration(self, iteration: int) -> None:
         """Reset the per-iteration bookkeeping; a strategy that runs its own passes (Stanza) calls it first."""
@@ -203,6 +188,53 @@ class Engine:
         """perf_counter when the current iteration's first gradient was handed over (0 before)."""
         return self._first_grad
 
+    def mark_fresh(self, index: int) -> None:
+        """What strategies call (as ``ctx.mark_fresh``): parameter ``index`` holds next-iteration values."""
+        if self.events is not None:
+            self.events.record(self.gates.pending_iteration(index), index, "params_fresh")
+        self.gates.mark_fresh(index)
+
+    def wait_fresh(self) -> float:
+        t0 = time.perf_counter()
+        self.gates.wait_all()
+        return time.perf_counter() - t0
+
+    def check_comm(self) -> None:
+        """Raise :class:`CommFailed` when the communication thread has failed."""
+        if self.gates.error is not None:
+            raise CommFailed(str(self.gates.error)) from self.gates.error
+
+    def close(self) -> None:
+        self.comm.stop()
+
+
+class Engine(EngineBase):
+    """Forward/backward with gates and gradient hooks; one call per iteration."""
+
+    def __init__(self, model: nn.Module, loss_fn: nn.Module, device: torch.device):
+        self.model, self.loss_fn, self.device = model, loss_fn, device
+        infos, tensors, self.layers = param_layout(model)
+        super().__init__(infos, tensors, len(self.layers))
+        self._handles = []
+        for layer_idx, module in enumerate(self.layers):
+            self._handles.append(module.register_forward_pre_hook(self._gate_hook(layer_idx)))
+        for info, p in zip(self.infos, self.tensors):
+            self._handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(info.index)))
+
+    def _gate_hook(self, layer: int):
+        def hook(module, args):
+            t0 = time.perf_counter()
+            self.gates.wait(layer)
+            self._gate_wait_s += time.perf_counter() - t0
+        return hook
+
+    def _grad_hook(self, index: int):
+        def hook(p: torch.Tensor):
+            grad = p.grad
+            p.grad = None
+            self.hand_over(index, grad)
+        return hook
+
     def run_iteration(self, iteration: int, x: torch.Tensor, y: torch.Tensor, start: float | None = None
                       ) -> IterationTiming:
         """One forward + backward; ``start`` (perf_counter) lets the caller count data loading in."""
@@ -217,22 +249,10 @@ class Engine:
             torch.cuda.synchronize(self.device)
         end = time.perf_counter()
         self.comm.submit(self.strategy.on_backward_end, iteration)
-        if self.gates.error is not None:
-            raise CommFailed(str(self.gates.error)) from self.gates.error
+        self.check_comm()
         gate = self._gate_wait_s
         return IterationTiming(iteration, start, end - start - gate, gate, loss_value, int(x.shape[0]),
                                self._first_grad)
-
-    def mark_fresh(self, index: int) -> None:
-        """What strategies call (as ``ctx.mark_fresh``): parameter ``index`` holds next-iteration values."""
-        if self.events is not None:
-            self.events.record(self.gates.pending_iteration(index), index, "params_fresh")
-        self.gates.mark_fresh(index)
-
-    def wait_fresh(self) -> float:
-        t0 = time.perf_counter()
-        self.gates.wait_all()
-        return time.perf_counter() - t0
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
@@ -240,4 +260,4 @@ class Engine:
     def close(self) -> None:
         for h in self._handles:
             h.remove()
-        self.comm.stop()
+        super().close()

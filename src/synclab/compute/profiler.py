@@ -187,8 +187,10 @@ def measure_profile(model_name: str, *, batch_size: int, device: str = "cpu", it
     }
     b = conv_fc_boundary(model)
     if b is not None:
+        model.eval()  # one pass for the shape: BatchNorm cannot train on one sample
         with torch.no_grad():
             feats = model.features(x[:1])
+        model.train()
         profile["boundary"] = {
             "activations_per_sample": int(feats.numel()),
             "conv_params": sum(r["params"] for r in rows[:b]), "fc_params": sum(r["params"] for r in rows[b:]),

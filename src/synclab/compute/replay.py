@@ -38,9 +38,9 @@ from collections.abc import Sequence
 
 import torch
 
-from synclab.compute.engine import CommFailed, CommThread, FreshGates, IterationTiming
+from synclab.compute.engine import EngineBase, IterationTiming
 from synclab.compute.profile import ModelProfile
-from synclab.strategies.base import ParamInfo, Strategy
+from synclab.strategies.base import ParamInfo
 
 SPIN_S = 0.0005
 
@@ -55,24 +55,21 @@ def sleep_until(deadline: float) -> None:
             time.sleep(remaining - SPIN_S)
 
 
-class ReplayEngine:
+class ReplayEngine(EngineBase):
     """The :class:`~synclab.compute.engine.Engine` interface, with profiled time in place of PyTorch."""
 
     replay = True
 
     def __init__(self, profile: ModelProfile, infos: list[ParamInfo], tensors: list[torch.Tensor], n_layers: int,
                  *, time_factor: float = 1.0, batch_factor: float = 1.0, samples: int = 0):
-        self.profile, self.infos, self.tensors = profile, infos, tensors
+        super().__init__(infos, tensors, n_layers)
+        self.profile = profile
         self.device = tensors[0].device
         self.model = None
         self.loss_fn = None
         self.time_factor = time_factor
         self.batch_factor = batch_factor
         self.samples = samples
-        self.gates = FreshGates(infos, n_layers)
-        self.strategy: Strategy | None = None
-        self.events = None
-        self.comm = CommThread(lambda: self.strategy, self.gates)
         self.layer_of = [i.layer for i in infos]
         self.n_layers = n_layers
         self.fwd = [t.forward_seconds * time_factor for t in profile.tensors]
@@ -81,31 +78,15 @@ class ReplayEngine:
         for i, f in enumerate(self.fwd):
             self.layer_fwd[self.layer_of[i]] += f
         self.grads = [torch.zeros_like(t) for t in tensors]
-        self._iteration = 0
-        self._gate_wait_s = 0.0
-        self._first_grad = 0.0
         self._due_s = 0.0
         # rank 0's MG-WFBP profiling reads these (§5.1's per-tensor stopwatch, here exact)
         self.last_forward_s = 0.0
         self.last_backward_start = 0.0
         self.last_ready = [float("nan")] * len(tensors)
 
-    def attach(self, strategy: Strategy) -> None:
-        self.strategy = strategy
-
     def begin_iteration(self, iteration: int) -> None:
-        self._iteration = iteration
-        self._gate_wait_s = 0.0
-        self._first_grad = 0.0
+        super().begin_iteration(iteration)
         self._due_s = 0.0
-
-    @property
-    def gate_wait_s(self) -> float:
-        return self._gate_wait_s
-
-    @property
-    def first_grad(self) -> float:
-        return self._first_grad
 
     @property
     def due_s(self) -> float:
@@ -126,8 +107,7 @@ class ReplayEngine:
                 t1 = time.perf_counter()
                 self._gate_wait_s += t1 - t0
                 deadline = max(deadline, t1)
-            elif self.gates.error is not None:
-                raise CommFailed(str(self.gates.error)) from self.gates.error
+            self.check_comm()
             step = self.layer_fwd[layer] * factor
             self._due_s += step
             deadline += step
@@ -143,28 +123,20 @@ class ReplayEngine:
             self._due_s += step
             deadline += step
             sleep_until(deadline)
-            now = time.perf_counter()
-            self.last_ready[index] = now
-            if not self._first_grad:
-                self._first_grad = now
-            self.gates.mark_stale(index, self._iteration)
-            if self.events is not None:
-                self.events.record(self._iteration, index, "grad_ready")
-            self.comm.submit(self.strategy.on_gradient, self._iteration, index, self.grads[index])
+            self.last_ready[index] = time.perf_counter()
+            self.hand_over(index, self.grads[index])
         return deadline
 
     def run_iteration(self, iteration: int, x, y, start: float | None = None) -> IterationTiming:
         """One replayed forward + backward of the whole model (``x``/``y`` are ignored)."""
         self.begin_iteration(iteration)
         start = time.perf_counter() if start is None else start
-        every = range(len(self.tensors))
         deadline = self.forward(range(self.n_layers), start, self.batch_factor)
         self.last_forward_s = deadline - start - self._gate_wait_s
-        self.backward(every, deadline, self.batch_factor)
+        self.backward(range(len(self.tensors)), deadline, self.batch_factor)
         end = time.perf_counter()
         self.comm.submit(self.strategy.on_backward_end, iteration)
-        if self.gates.error is not None:
-            raise CommFailed(str(self.gates.error)) from self.gates.error
+        self.check_comm()
         return self.timing(iteration, start, end, self.samples)
 
     def timing(self, iteration: int, start: float, end: float, samples: int) -> IterationTiming:
@@ -173,18 +145,5 @@ class ReplayEngine:
         return IterationTiming(iteration, start, compute, self._gate_wait_s, float("nan"), samples,
                                self._first_grad, schedule_error_s=compute - self._due_s)
 
-    def mark_fresh(self, index: int) -> None:
-        if self.events is not None:
-            self.events.record(self.gates.pending_iteration(index), index, "params_fresh")
-        self.gates.mark_fresh(index)
-
-    def wait_fresh(self) -> float:
-        t0 = time.perf_counter()
-        self.gates.wait_all()
-        return time.perf_counter() - t0
-
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {i.name: t.detach().cpu() for i, t in zip(self.infos, self.tensors)}
-
-    def close(self) -> None:
-        self.comm.stop()

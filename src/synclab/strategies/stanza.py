@@ -376,7 +376,7 @@ class Stanza(Strategy):
     def _replay_iteration(self, engine, iteration: int, start: float) -> "IterationTiming":
         """The same iteration with replayed compute: profiled CONV/FC times, zero-valued activations of the
         profile's size A per sample (the real bytes), an FC worker's FC time × the CONV workers it serves."""
-        from synclab.compute.engine import CommFailed, IterationTiming
+        from synclab.compute.engine import IterationTiming
 
         c = self.ctx
         boundary = engine.profile.boundary
@@ -416,8 +416,7 @@ class Stanza(Strategy):
             engine.backward(conv, backward_start)
             compute_s = (forward_done - start - engine.gate_wait_s) + (time.perf_counter() - backward_start)
         engine.comm.submit(self.on_backward_end, iteration)
-        if engine.gates.error is not None:
-            raise CommFailed(str(engine.gates.error)) from engine.gates.error
+        engine.check_comm()
         return IterationTiming(iteration, start, compute_s, engine.gate_wait_s, math.nan, samples, engine.first_grad,
                                schedule_error_s=compute_s - engine.due_s)
 

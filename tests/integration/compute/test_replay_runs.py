@@ -59,8 +59,11 @@ def test_every_strategy_runs_on_replayed_compute(tmp_path, profile_file, strateg
         assert all(sum(v) >= 0.95 * due for v in by_it.values())
     else:  # replay is never early
         assert all(float(x["compute_s"]) >= 0.95 * due for x in records)
-    if strategy != "local":  # the real bytes cross the network: at least the model, per worker, per iteration
-        assert sum(s["bytes_sent"].values()) >= 5 * 0.9 * MODEL_BYTES
+    sent = sum(s["bytes_sent"].values())
+    if strategy == "stanza":  # boundary activations of the profile's size go out and their gradients come back
+        assert sent >= 5 * 2 * (16 * 4096 * 4) * 2  # iterations x CONV workers x (K x A floats) x both ways
+    elif strategy != "local":  # the real bytes cross the network: at least the model, per worker, per iteration
+        assert sent >= 5 * 0.9 * MODEL_BYTES
 
 
 def test_dilation_divides_times_back_and_slows_the_links(tmp_path, profile_file):
@@ -73,11 +76,11 @@ def test_dilation_divides_times_back_and_slows_the_links(tmp_path, profile_file)
         s = summary(out)
         assert s["dilation"] == d and s["link_rate_bps"] == 400_000_000
         figures[d] = s["iteration_seconds"]["mean"]
-        peak = 0.0
-        for line in csv.DictReader((out / "traffic-worker0.csv").open()):
-            if line["tx_bps"]:
-                peak = max(peak, float(line["tx_bps"]))
-        assert peak <= 1.5 * 400e6 / d  # the host shaped the link at rate / D
+        trace = [(float(x["t_s"]), int(x["tx_bytes"])) for x in csv.DictReader((out / "traffic-worker0.csv").open())]
+        window = 30  # bins of ~10 ms: the busiest 0.3 s of worker 0's sending
+        peak = max((trace[i + window][1] - trace[i][1]) * 8 / (trace[i + window][0] - trace[i][0])
+                   for i in range(len(trace) - window))  # tx_bytes is a running total
+        assert peak <= 1.3 * 400e6 / d  # the host shaped the link at rate / D
     # de-dilated, the two runs describe the same emulated cluster (loose: a shared 2-core host)
     assert figures[2] == pytest.approx(figures[1], rel=0.35)
 
