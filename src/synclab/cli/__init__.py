@@ -112,7 +112,20 @@ def coordinator(spec: Path = typer.Option(..., "--spec"), run_dir: Path = typer.
         s = load_spec(spec)
     except SpecError as e:
         _fail(f"invalid spec: {e}")
-    raise typer.Exit(run_coordinator(s, run_dir, listen, token, metrics_port=metrics_port))
+    _exit_process(run_coordinator(s, run_dir, listen, token, metrics_port=metrics_port))
+
+
+def _exit_process(code: int) -> None:
+    """Leave a node process once its work is reported and its servers and channels are closed.
+
+    Interpreter teardown can race gRPC core's own threads and abort ("terminate
+    called without an active exception", exit -6 — seen once in a few hundred
+    runs, after the job had succeeded); skip it.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _run_node(role: str, index: int, coordinator_addr: str, token: str, host: str, advertise: str, port: int,
@@ -131,13 +144,7 @@ def _run_node(role: str, index: int, coordinator_addr: str, token: str, host: st
                        metrics_port=metrics_port, connect_timeout_s=connect_timeout)
     except CoordinatorUnreachable as e:
         _fail(str(e), 1)
-    # The node has reported to the coordinator and closed its servers and channels. Interpreter
-    # teardown can still race gRPC core's own threads and abort ("terminate called without an
-    # active exception", exit -6, seen once in a few hundred runs); skip it.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    _exit_process(code)
 
 
 CoordinatorOpt = typer.Option(..., "--coordinator", envvar="SYNCLAB_COORDINATOR", help="host:port of the coordinator.")

@@ -366,8 +366,11 @@ def dilate(profile: LinkProfile, dilation: float) -> LinkProfile:
     """The link a host must shape to emulate ``profile`` under time dilation D (``run.dilation``).
 
     Everything runs D times slower: rates are divided by D, delay and jitter
-    multiplied by D; loss is a probability and stays; a configured burst or
-    queue keeps its bytes (it then lasts D times longer, like everything else).
+    multiplied by D; loss is a probability and stays. Burst and queue keep the
+    *bytes* of the emulated link — configured or derived from the undilated rate
+    — so they last D times longer, like everything else, and TCP sees the same
+    buffers in bytes (deriving them from the dilated rate would shrink the
+    queue D-fold and turn many-to-one traffic into incast collapse).
     Per-role overrides are dilated the same way. D = 1 returns ``profile`` itself.
     """
     if dilation == 1:
@@ -375,17 +378,20 @@ def dilate(profile: LinkProfile, dilation: float) -> LinkProfile:
     if not (dilation > 0 and math.isfinite(dilation)):
         raise ValueError(f"dilation must be a finite number > 0, got {dilation!r}")
 
-    def scaled(values: dict) -> dict:
+    def scaled(values: dict, link: LinkProfile) -> dict:
         out = dict(values)
         if out.get("rate_bps"):
             out["rate_bps"] = max(1, round(out["rate_bps"] / dilation))
+            out["burst_bytes"] = link.effective_burst_bytes
+            out["queue_bytes"] = link.effective_queue_bytes
         for key in ("delay_s", "jitter_s"):
             if out.get(key):
                 out[key] = out[key] * dilation
         return out
 
-    data = scaled(profile.model_dump(exclude={"roles"}))
-    data["roles"] = {r: scaled(o.model_dump(include=o.model_fields_set)) for r, o in profile.roles.items()}
+    data = scaled(profile.model_dump(exclude={"roles"}), profile)
+    data["roles"] = {r: scaled(o.model_dump(include=o.model_fields_set), resolve_for_role(profile, r))
+                     for r, o in profile.roles.items()}
     return LinkProfile.model_validate(data)
 
 

@@ -2,6 +2,14 @@
 
 Message-size limits are explicit on every channel and server (a full chunk plus
 header slack); keepalive pings detect dead peers on long-lived streams.
+
+Keepalive timeout. gRPC core also sets it as the socket's TCP_USER_TIMEOUT: a
+connection whose sent data stays unacknowledged that long is dropped by the
+kernel (ETIMEDOUT). On an emulated link with drop-tail queues and many senders
+converging on one PS shard, a flow can spend several seconds in retransmission
+backoff (measured: 16 workers on 250 Mbit/s links killed streams with a 5 s
+timeout), so the timeout is 60 s: a crashed peer is still noticed at once (its
+kernel resets the connection), a hung one through the coordinator's heartbeats.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ from synclab.wire.frames import DEFAULT_CHUNK_BYTES, HEADER_SLACK_BYTES
 
 TOKEN_KEY = "x-synclab-token"
 NODE_KEY = "x-synclab-node"
+KEEPALIVE_TIME_MS = 20_000
+KEEPALIVE_TIMEOUT_MS = 60_000  # also TCP_USER_TIMEOUT (see above)
 
 
 def _common_options(chunk_bytes: int) -> list[tuple[str, int]]:
@@ -21,8 +31,8 @@ def _common_options(chunk_bytes: int) -> list[tuple[str, int]]:
     return [
         ("grpc.max_send_message_length", limit),
         ("grpc.max_receive_message_length", limit),
-        ("grpc.keepalive_time_ms", 10_000),
-        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
 

@@ -74,7 +74,11 @@ def test_dilation_divides_rates_and_stretches_delays():
                               "burst": "1MB", "roles": {"ps": {"rate": "2gbit"}}})
     d = dilate(p, 4)
     assert (d.rate_bps, d.delay_s, d.jitter_s, d.loss_pct, d.burst_bytes) == (10**9, 0.008, 0.004, 1.0, 10**6)
+    assert d.effective_queue_bytes == p.effective_queue_bytes  # buffers keep their bytes
     assert d.roles["ps"].rate_bps == 500_000_000
+    plain = profile_from_mapping({"name": "y", "rate": "1gbit"})
+    assert dilate(plain, 8).effective_queue_bytes == plain.effective_queue_bytes  # derived from the emulated rate
+    assert dilate(plain, 8).effective_burst_bytes == plain.effective_burst_bytes
     assert dilate(p, 1) is p
     s = parse_spec({"network": {"profile": "4gbit"}, "compute": {"mode": "replay"}, "run": {"dilation": 2}})
     assert node_profile(s, "worker").rate_bps == load_profile("4gbit").rate_bps // 2
