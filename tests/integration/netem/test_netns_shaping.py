@@ -33,7 +33,7 @@ def leftovers(prefix: str) -> list[str]:
 def make_cluster(kernel_backends):
     made = []
 
-    def make(names, profile=None, *, prefer=tc.RATE_BACKENDS, **kw):
+    def make(names, profile=None, *, prefer=None, **kw):
         c = NetnsCluster(Topology.star(names, profile=profile, **kw), available=kernel_backends, prefer=prefer)
         made.append(c)
         return c.up()
