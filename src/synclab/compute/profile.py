@@ -32,9 +32,9 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 KINDS = ("conv", "fc", "norm", "embedding", "rnn", "other")
 PROFILES_ENV = "SYNCLAB_MODEL_PROFILES_DIR"
@@ -53,18 +53,17 @@ def _seconds(v: Any) -> float:
     return float(v)
 
 
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+
+
 class TensorTiming(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     params: int = Field(ge=1)
-    forward_seconds: float
-    backward_seconds: float
+    forward_seconds: Seconds
+    backward_seconds: Seconds
     kind: Literal["conv", "fc", "norm", "embedding", "rnn", "other"]
 
-    @field_validator("forward_seconds", "backward_seconds", mode="before")
-    @classmethod
-    def _secs(cls, v):
-        return _seconds(v)
 
 
 class Boundary(BaseModel):
@@ -72,13 +71,9 @@ class Boundary(BaseModel):
     activations_per_sample: int = Field(ge=1)
     conv_params: int = Field(ge=0)
     fc_params: int = Field(ge=0)
-    conv_seconds: float
-    fc_seconds: float
+    conv_seconds: Seconds
+    fc_seconds: Seconds
 
-    @field_validator("conv_seconds", "fc_seconds", mode="before")
-    @classmethod
-    def _secs(cls, v):
-        return _seconds(v)
 
 
 class ModelProfile(BaseModel):
@@ -89,18 +84,14 @@ class ModelProfile(BaseModel):
     batch_size: int = Field(ge=1)
     device: str
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
-    forward_seconds: float
-    backward_seconds: float
+    forward_seconds: Seconds
+    backward_seconds: Seconds
     tensors: list[TensorTiming] = Field(min_length=1)
     boundary: Boundary | None = None
     options: dict[str, Any] = Field(default_factory=dict, description="model options it was measured with")
     meta: dict[str, Any] = Field(default_factory=dict)
     spread: dict[str, Any] = Field(default_factory=dict)
 
-    @field_validator("forward_seconds", "backward_seconds", mode="before")
-    @classmethod
-    def _secs(cls, v):
-        return _seconds(v)
 
     @model_validator(mode="after")
     def _totals(self):
