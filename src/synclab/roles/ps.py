@@ -20,6 +20,7 @@ from synclab.ps.shard import PushRejected, Shard
 from synclab.roles.bootstrap import join, report_network, reshaper, shaper_for
 from synclab.transport.node import NodeTransport
 from synclab.wire import pb
+from synclab.wire.channels import scale_keepalive
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
     j = join("ps", shard, coordinator, token, host=host, advertise=advertise, port=port, metrics_port=metrics_port,
              connect_timeout_s=connect_timeout_s)
     spec = j.spec
+    scale_keepalive(spec.run.dilation)
     holder: dict[str, Shard] = {}
     failure: list[str] = []
 

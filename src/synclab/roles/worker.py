@@ -22,6 +22,7 @@ from synclab.roles.client import JobAborted
 from synclab.strategies import WorkerContext, registry
 from synclab.transport.inbox import Inbox
 from synclab.transport.node import NodeTransport
+from synclab.wire.channels import scale_keepalive
 from synclab.wire import pb
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     j = join("worker", rank, coordinator, token, host=host, advertise=advertise, port=port,
              metrics_port=metrics_port, connect_timeout_s=connect_timeout_s)
     spec, client, metrics = j.spec, j.client, j.metrics
+    scale_keepalive(spec.run.dilation)
     rank = j.node.index
     cls = registry.get(spec.strategy.name)
     torch.manual_seed(spec.run.seed)

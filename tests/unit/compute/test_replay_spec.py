@@ -82,3 +82,17 @@ def test_dilation_divides_rates_and_stretches_delays():
     assert dilate(p, 1) is p
     s = parse_spec({"network": {"profile": "4gbit"}, "compute": {"mode": "replay"}, "run": {"dilation": 2}})
     assert node_profile(s, "worker").rate_bps == load_profile("4gbit").rate_bps // 2
+
+
+def test_keepalive_stretches_with_dilation():
+    from synclab.wire import channels
+
+    try:
+        channels.scale_keepalive(4)
+        opts = dict(channels.channel_options())
+        assert opts["grpc.keepalive_timeout_ms"] == 4 * channels.KEEPALIVE_TIMEOUT_MS
+        assert dict(channels.server_options())["grpc.keepalive_time_ms"] == 4 * channels.KEEPALIVE_TIME_MS
+        with pytest.raises(ValueError):
+            channels.scale_keepalive(0)
+    finally:
+        channels.scale_keepalive(1)
