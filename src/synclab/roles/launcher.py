@@ -182,7 +182,9 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
                 break
             crashed = [c for c in cluster.children[1:] if c.proc.poll() not in (None, 0)]
             if crashed:
-                c = crashed[0]
+                time.sleep(poll_s)  # a killed node's peers fail right after it: report the cause, not them
+                crashed = [c for c in cluster.children[1:] if c.proc.poll() not in (None, 0)]
+                c = min(crashed, key=lambda c: c.proc.returncode >= 0)  # killed by a signal first
                 reason = f"{c.name} exited with code {c.proc.returncode} (log: {c.log_path})"
                 cluster.stop_job(reason)
                 status = {"status": "failed", "reason": reason}
