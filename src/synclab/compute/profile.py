@@ -137,17 +137,20 @@ def parse_model_profile(data: Any, source: str = "profile") -> ModelProfile:
         raise ModelProfileError(f"{source}: {_dotted(e)}") from None
 
 
-def load_model_profile(path: Path | str) -> ModelProfile:
-    path = Path(path)
+def read_profile_json(path: Path | str) -> Any:
+    """A profile file's decoded JSON; :class:`ModelProfileError` when it cannot be read or is not JSON."""
     try:
-        text = path.read_text()
+        text = Path(path).read_text()
     except OSError as e:
-        raise ModelProfileError(f"cannot read model profile {str(path)!r}: {e.strerror or e}") from None
+        raise ModelProfileError(f"cannot read profile {str(path)!r}: {e.strerror or e}") from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ModelProfileError(f"model profile {str(path)!r} is not JSON: {e}") from None
-    return parse_model_profile(data, source=str(path))
+        raise ModelProfileError(f"profile {str(path)!r} is not JSON: {e}") from None
+
+
+def load_model_profile(path: Path | str) -> ModelProfile:
+    return parse_model_profile(read_profile_json(path), source=str(path))
 
 
 def check_matches(profile: ModelProfile, names: list[str], numels: list[int], model: str) -> None:

@@ -72,11 +72,10 @@ class ReplayEngine(EngineBase):
         self.samples = samples
         self.layer_of = [i.layer for i in infos]
         self.n_layers = n_layers
-        self.fwd = [t.forward_seconds * time_factor for t in profile.tensors]
         self.bwd = [t.backward_seconds * time_factor for t in profile.tensors]
-        self.layer_fwd = [0.0] * n_layers
-        for i, f in enumerate(self.fwd):
-            self.layer_fwd[self.layer_of[i]] += f
+        self.layer_fwd = [0.0] * n_layers  # replay gates and waits per layer, so forward times are summed once
+        for layer, t in zip(self.layer_of, profile.tensors):
+            self.layer_fwd[layer] += t.forward_seconds * time_factor
         self.grads = [torch.zeros_like(t) for t in tensors]
         self._due_s = 0.0
         # rank 0's MG-WFBP profiling reads these (§5.1's per-tensor stopwatch, here exact)

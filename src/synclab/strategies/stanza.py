@@ -76,6 +76,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from synclab.collective.recursive_doubling import recursive_doubling_allreduce_, recursive_doubling_peers
 from synclab.collective.schedules import segment_bounds
+from synclab.compute.profile import ModelProfileError, read_profile_json
 from synclab.config.units import parse_rate_bps
 from synclab.plans.stanza import PsProfile, StanzaProfile, stanza_iteration_time, stanza_throughput
 from synclab.ps.optimizer import sgd_momentum_
@@ -91,8 +92,7 @@ FC_PREFIX = "classifier."
 CONV_PREFIX = "features."
 
 
-class ProfileError(ValueError):
-    """A model profile that cannot be used; the message names the field."""
+ProfileError = ModelProfileError  # a model profile that cannot be used; the message names the field
 
 
 @dataclass(frozen=True)
@@ -163,15 +163,7 @@ def parse_profile(data: Any) -> BoundaryProfile:
 
 
 def read_profile(path: Path | str) -> BoundaryProfile:
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ProfileError(f"cannot read profile {str(path)!r}: {e.strerror or e}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ProfileError(f"profile {str(path)!r} is not JSON: {e}") from None
-    return parse_profile(data)
+    return parse_profile(read_profile_json(path))
 
 
 def assign_nodes(total_nodes: int, profile: StanzaProfile) -> int:
