@@ -618,7 +618,20 @@ def _install(dev: str, profile: LinkProfile, backend: str, cmds: list[list[str]]
     elif root is not None and root.kind == "htb" == want:
         # htb's root cannot be "changed" (the kernel refuses); its options never vary here, so keep it
         cmds = [c for c in cmds if not (c[:3] == ["tc", "qdisc", "replace"] and "root" in c)]
+    elif root is not None and root.kind == "tbf" == want and _shrinks_tbf_bucket(root, profile):
+        # Changing a tbf keeps its queue, and a packet queued under the old, larger bucket (a 64 KB
+        # GSO super-packet) that the new bucket cannot hold never earns its tokens: the link stops
+        # for good (seen reshaping 1gbit -> 100mbit under load). A new qdisc drops that queue instead
+        # (TCP resends it); the link is unshaped for the few ms between the two commands.
+        _run_all(clear_commands(dev, root=True, ingress=False), netns, runner, log)
     _run_all(cmds, netns, runner, log)
+
+
+def _shrinks_tbf_bucket(root: Qdisc, profile: LinkProfile) -> bool:
+    """Whether ``profile``'s tbf burst is smaller than the installed one (1 % slack: tc prints it rounded)."""
+    if root.burst_bytes is None or profile.rate_bps is None:
+        return True
+    return (profile.burst_bytes or htb_burst_bytes_for(profile.rate_bps)) < 0.99 * root.burst_bytes
 
 
 def set_offloads(dev: str, netns: str | None = None, *, enable: bool = False, runner: Runner = run_cmd) -> str:

@@ -225,6 +225,22 @@ def test_apply_tbf_egress_then_idempotent(kernel):
     assert kernel.commands() == first == egress_commands("eth0", p, "tbf")
 
 
+def test_apply_tbf_to_a_smaller_bucket_starts_a_new_qdisc(kernel):
+    """A live reshape down (1gbit -> 100mbit) must not leave queued packets bigger than the new bucket:
+    tbf would never send them. A larger or equal bucket is changed in place (the queue is kept)."""
+    fast, slow = prof(rate="1gbit", direction="both"), prof(rate="100mbit", direction="both")
+    choice = choose_backend(fast, NO_NETEM, True)
+    apply("eth0", fast, choice=choice, runner=kernel)
+    kernel.calls.clear()
+    a = apply("eth0", slow, choice=choice, runner=kernel)
+    dels = [c for c in kernel.commands() if c[:3] == ["tc", "qdisc", "del"] and c[-1] == "root"]
+    assert [c[4] for c in dels] == ["eth0", "ifbeth0"]  # egress and the ingress ifb
+    assert a.egress[0].rate_bps == a.ingress[0].rate_bps == 100_000_000
+    kernel.calls.clear()
+    apply("eth0", fast, choice=choice, runner=kernel)
+    assert not any(c[:3] == ["tc", "qdisc", "del"] for c in kernel.commands())
+
+
 def test_apply_htb_twice_keeps_the_root_the_kernel_cannot_change(kernel):
     p = prof(rate="4gbit", direction="both")
     choice = choose_backend(p, NO_NETEM, True, prefer=("htb",))
