@@ -326,7 +326,8 @@ def profile(model: str = typer.Argument(..., help="Zoo model name."),
     out.write_text(prof.to_json())
     sp = prof.spread
     console.print(f"{prof.label()}: forward {prof.forward_seconds * 1e3:.2f} ms, backward "
-                  f"{prof.backward_seconds * 1e3:.2f} ms, {len(prof.tensors)} tensors, {prof.params:,} params; "
+                  f"{prof.backward_seconds * 1e3:.2f} ms, update {prof.update_seconds * 1e3:.2f} ms, "
+                  f"{len(prof.tensors)} tensors, {prof.params:,} params; "
                   f"spread across iterations (max-min)/median: forward "
                   f"{sp['forward_seconds']['relative_spread']:.1%}, backward {sp['backward_seconds']['relative_spread']:.1%}")
     console.print(f"profile: {out}")
@@ -364,6 +365,19 @@ def _register_plan_commands() -> None:
 
 
 _register_plan_commands()
+
+dashboards_app = typer.Typer(no_args_is_help=True, help="The Grafana dashboards without Grafana: render them "
+                                                         "from a live Prometheus.")
+app.add_typer(dashboards_app, name="dashboards")
+
+
+def _register_dashboards_commands() -> None:
+    from synclab.cli.dashboards import render
+
+    dashboards_app.command("render")(render)
+
+
+_register_dashboards_commands()
 
 
 def main() -> None:

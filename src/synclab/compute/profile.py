@@ -5,7 +5,7 @@ constants) and replay compute (:mod:`synclab.compute.replay`). A profile is a
 JSON object::
 
     {"model": "resnet50", "batch_size": 32, "device": "cuda", "dtype": "float32",
-     "forward_seconds": 0.031, "backward_seconds": 0.064,
+     "forward_seconds": 0.031, "backward_seconds": 0.064, "update_seconds": 0.0007,
      "tensors": [{"name": "features.0.weight", "params": 9408, "forward_seconds": 0.0009,
                   "backward_seconds": 0.0011, "kind": "conv"}, ...],          # forward order
      "boundary": {"activations_per_sample": 2048, "conv_params": 23508032, "fc_params": 2049000,
@@ -13,7 +13,11 @@ JSON object::
      "meta": {...}, "spread": {...}}                                         # how and where it was measured
 
 ``forward_seconds``/``backward_seconds`` at the top are the sums over
-``tensors`` (a replayed iteration takes exactly their sum). ``boundary`` follows
+``tensors`` (a replayed iteration takes exactly their sum). ``update_seconds``
+(optional) is one optimizer step over the whole model (SGD with momentum and
+weight decay, ``torch.optim.SGD``); replay lets a tensor's share of it, in
+proportion to its parameters (the step is elementwise), pass wherever a worker
+applies its own update, instead of doing the arithmetic on the host CPU. ``boundary`` follows
 Stanza §4.2: T_c = ``conv_seconds`` (forward+backward of the CONV part per
 batch), T_f = ``fc_seconds`` (forward+backward of the FC part for one CONV
 worker's batch), A = ``activations_per_sample``, P_c = ``conv_params``.
@@ -86,6 +90,7 @@ class ModelProfile(BaseModel):
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     forward_seconds: Seconds
     backward_seconds: Seconds
+    update_seconds: Seconds | None = Field(None, description="one optimizer step over every tensor; None: not measured")
     tensors: list[TensorTiming] = Field(min_length=1)
     boundary: Boundary | None = None
     options: dict[str, Any] = Field(default_factory=dict, description="model options it was measured with")
@@ -110,6 +115,13 @@ class ModelProfile(BaseModel):
     @property
     def params(self) -> int:
         return sum(t.params for t in self.tensors)
+
+    def update_shares(self) -> list[float] | None:
+        """Each tensor's part of ``update_seconds``, in proportion to its parameters (None when not measured)."""
+        if self.update_seconds is None:
+            return None
+        total = self.params
+        return [self.update_seconds * t.params / total for t in self.tensors]
 
     def label(self) -> str:
         where = self.meta.get("device_name") or self.device

@@ -14,6 +14,10 @@ Method (MG-WFBP §5.1 measures per-layer backward times the same way):
   gradient is ready; a tensor's backward time is the span from the previous
   stamp (or from the start of ``backward()``) to its own; what remains after the
   last stamp goes to the last tensor.
+* Update. After backward, one ``torch.optim.SGD`` step (momentum 0.9, weight
+  decay 1e-4: the arithmetic of every worker-side update in SyncLab) is timed
+  as a whole (``update_seconds``, median); its learning rate is tiny so the
+  profiled model does not drift.
 * On CUDA every stamp is taken after ``torch.cuda.synchronize()`` (§5.1: "we
   synchronize ... to measure the time of each layer"), which serialises the GPU
   queue; the figures are what each layer costs on its own.
@@ -119,6 +123,9 @@ def measure_profile(model_name: str, *, batch_size: int, device: str = "cpu", it
         layer_tensors[info.layer].append(info.index)
     fwd_runs: list[list[float]] = []
     bwd_runs: list[list[float]] = []
+    upd_runs: list[float] = []
+    # The step a worker that owns its optimizer takes after backward; a tiny lr keeps the model where it is.
+    opt = torch.optim.SGD(tensors, lr=1e-9, momentum=0.9, weight_decay=1e-4)
     try:
         for it in range(warmup + iterations):
             stamps.clear()
@@ -130,6 +137,8 @@ def measure_profile(model_name: str, *, batch_size: int, device: str = "cpu", it
             t_loss = now()
             loss.backward()
             t_end = now()
+            opt.step()
+            t_upd = now()
             if it < warmup:
                 if progress:
                     progress(it + 1, warmup + iterations)
@@ -157,6 +166,7 @@ def measure_profile(model_name: str, *, batch_size: int, device: str = "cpu", it
             bwd[order[-1]] += t_end - prev
             fwd_runs.append(fwd)
             bwd_runs.append(bwd)
+            upd_runs.append(t_upd - t_end)
             if progress:
                 progress(it + 1, warmup + iterations)
     finally:
@@ -179,11 +189,14 @@ def measure_profile(model_name: str, *, batch_size: int, device: str = "cpu", it
         "model": model_name, "batch_size": batch_size, "device": dev.type, "dtype": "float32",
         "forward_seconds": sum(r["forward_seconds"] for r in rows),
         "backward_seconds": sum(r["backward_seconds"] for r in rows),
+        "update_seconds": round(statistics.median(upd_runs), 9),
         "tensors": rows, "options": options,
         "meta": {**_device_meta(dev), "iterations": iterations, "warmup": warmup,
-                 "method": "per-layer pre-hook spans (forward), gradient-ready spans (backward); medians"},
+                 "method": "per-layer pre-hook spans (forward), gradient-ready spans (backward), "
+                           "torch.optim.SGD step with momentum and weight decay (update); medians"},
         "spread": {"forward_seconds": spread([sum(r) for r in fwd_runs]),
-                   "backward_seconds": spread([sum(r) for r in bwd_runs])},
+                   "backward_seconds": spread([sum(r) for r in bwd_runs]),
+                   "update_seconds": spread(upd_runs)},
     }
     b = conv_fc_boundary(model)
     if b is not None:
@@ -198,3 +211,37 @@ def measure_profile(model_name: str, *, batch_size: int, device: str = "cpu", it
             "fc_seconds": sum(r["forward_seconds"] + r["backward_seconds"] for r in rows[b:]),
         }
     return parse_model_profile(profile, source=f"profile of {model_name}")
+
+
+def measure_update_seconds(model_name: str, *, device: str = "cpu", iterations: int = 10, warmup: int = 3,
+                           options: dict | None = None, seed: int = 0) -> tuple[float, dict]:
+    """One ``torch.optim.SGD`` step over the model's parameters with random gradients, alone: (median, spread).
+
+    The same step :func:`measure_profile` times after each backward pass; on its
+    own it needs no data and no forward/backward, so ``update_seconds`` can be
+    added to a profile measured before it was part of the format
+    (``experiments/profile_zoo.py --update-only``). The step's cost does not
+    depend on the batch size.
+    """
+    from synclab.models import build_model
+
+    dev = torch.device(device)
+    torch.manual_seed(seed)
+    model = build_model(model_name, **dict(options or {})).to(dev)
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.SGD(params, lr=1e-9, momentum=0.9, weight_decay=1e-4)
+    times = []
+    for it in range(warmup + iterations):
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        if it >= warmup:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    return med, {"median": med, "min": min(times), "max": max(times),
+                 "relative_spread": (max(times) - min(times)) / med if med > 0 else 0.0}

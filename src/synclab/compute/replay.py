@@ -24,6 +24,12 @@ milliseconds late on a busy one). The scheduling error of an iteration is the
 compute time it took minus the compute time it should have taken; it is
 reported per iteration (``schedule_error_s``).
 
+Updates. Where a worker applies its own optimizer step (``local``, the
+all-reduce strategies, Stanza's CONV workers, SSD-SGD's local update) and the
+profile measured ``update_seconds``, the strategy calls :meth:`ReplayEngine.wait_update`
+instead of doing the arithmetic, which on the host CPU would cost what no GPU
+does (25M parameters: ~60 ms here). Profiles without it keep the real arithmetic.
+
 Times: a tensor's replayed time is ``profile time × compute.scale × run.dilation
 × batch factor`` (the batch factor is 1, except for a process that computes
 several workers' batches: ``local`` replays the global batch, a Stanza FC worker
@@ -76,6 +82,9 @@ class ReplayEngine(EngineBase):
         self.layer_fwd = [0.0] * n_layers  # replay gates and waits per layer, so forward times are summed once
         for layer, t in zip(self.layer_of, profile.tensors):
             self.layer_fwd[layer] += t.forward_seconds * time_factor
+        shares = profile.update_shares()
+        self.update_s = None if shares is None else [u * time_factor for u in shares]
+        self._update_deadline = 0.0
         self.grads = [torch.zeros_like(t) for t in tensors]
         self._due_s = 0.0
         # rank 0's MG-WFBP profiling reads these (§5.1's per-tensor stopwatch, here exact)
@@ -125,6 +134,18 @@ class ReplayEngine(EngineBase):
             self.last_ready[index] = time.perf_counter()
             self.hand_over(index, self.grads[index])
         return deadline
+
+    def wait_update(self, indices: Sequence[int]) -> None:
+        """Let the profiled optimizer step of tensors ``indices`` pass (the worker-side update, no arithmetic).
+
+        Runs on the communication thread, so it only sleeps: a busy-wait there
+        would hold the GIL the compute thread's timing needs. Consecutive waits
+        chain their deadlines, so one late wake-up is absorbed by the next.
+        """
+        now = time.perf_counter()
+        self._update_deadline = max(self._update_deadline, now) + sum(self.update_s[i] for i in indices)
+        if self._update_deadline > now:
+            time.sleep(self._update_deadline - now)
 
     def run_iteration(self, iteration: int, x, y, start: float | None = None) -> IterationTiming:
         """One replayed forward + backward of the whole model (``x``/``y`` are ignored)."""

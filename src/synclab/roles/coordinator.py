@@ -16,6 +16,7 @@ import platform
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,9 +58,11 @@ class JobState:
 
 
 class CoordinatorService(rpc.CoordinatorServicer):
-    def __init__(self, job: JobState):
+    def __init__(self, job: JobState, reshape_own_link: Callable[[pb.ControlCommand], None] | None = None):
         self.job = job
         self.cv = threading.Condition()
+        # Set when the coordinator sits behind a shaped link of its own (a container, a netns node).
+        self.reshape_own_link = reshape_own_link
 
     # -- failure ---------------------------------------------------------------------
     def fail(self, reason: str) -> None:
@@ -174,7 +177,8 @@ class CoordinatorService(rpc.CoordinatorServicer):
         return pb.ControlReply(accepted=False, message=f"unknown control command {request.kind!r}")
 
     def _shape(self, request: pb.ControlCommand) -> pb.ControlReply:
-        """Queue a reshape for the targeted nodes; each applies it on its next heartbeat."""
+        """Queue a reshape for the targeted nodes; each applies it on its next heartbeat. The coordinator's
+        own link (when it has one) is reshaped at once, for every target but a role or another node."""
         from synclab.netem.profile import ProfileError, profile_from_mapping
 
         try:
@@ -186,7 +190,8 @@ class CoordinatorService(rpc.CoordinatorServicer):
                 return pb.ControlReply(accepted=False, message=f"the job is {self.job.state}, not running")
             nodes = [n for n in self.job.nodes.values()
                      if request.target in ("", n.name, pb.Role.Name(n.role).lower())]
-            if not nodes:
+            own = self.reshape_own_link is not None and request.target in ("", "coordinator")
+            if not nodes and not own:
                 return pb.ControlReply(accepted=False, message=f"no node or role named {request.target!r}; nodes: "
                                                                f"{', '.join(sorted(self.job.nodes))}")
             for n in nodes:
@@ -194,9 +199,12 @@ class CoordinatorService(rpc.CoordinatorServicer):
             with (self.job.run_dir / "network-changes.csv").open("a") as f:
                 if f.tell() == 0:
                     f.write("wall_time,target,profile,rate_bps,nodes\n")
+                names = sorted(n.name for n in nodes) + (["coordinator"] if own else [])
                 f.write(f"{time.time():.3f},{request.target or 'all'},{profile.name},{profile.rate_bps or ''},"
-                        f"{' '.join(sorted(n.name for n in nodes))}\n")
-        return pb.ControlReply(accepted=True, message=f"reshaping {', '.join(sorted(n.name for n in nodes))} "
+                        f"{' '.join(names)}\n")
+        if own:
+            self.reshape_own_link(request)
+        return pb.ControlReply(accepted=True, message=f"reshaping {', '.join(names)} "
                                                       f"to {profile.name or 'inline'} within a heartbeat")
 
     def Status(self, request, context):
@@ -299,7 +307,9 @@ def compute_fields(spec: Spec) -> dict:
     ``compute_profile_seconds`` is the profile's forward+backward time (scale and
     dilation undone); ``compute_replay_seconds`` what one worker's iteration was
     due to compute in emulated time (× ``compute.scale``, × the batch factor of
-    ``local``). Every time in the records is already divided by ``dilation``.
+    ``local``); ``compute_profile_update_seconds`` the profile's optimizer step
+    (replayed where a worker updates its own weights; ``compute_update`` says
+    whether it was). Every time in the records is already divided by ``dilation``.
     """
     out: dict = {"compute_mode": spec.compute.mode, "dilation": spec.run.dilation}
     if spec.compute.mode == "replay":
@@ -310,13 +320,28 @@ def compute_fields(spec: Spec) -> dict:
         out.update(compute_profile={"model": p.model, "batch_size": p.batch_size, "device": p.device,
                                     "device_name": p.meta.get("device_name"), "date": p.meta.get("date")},
                    compute_profile_seconds=p.iteration_seconds, compute_scale=spec.compute.scale,
-                   compute_replay_seconds=p.iteration_seconds * spec.compute.scale * factor)
+                   compute_replay_seconds=p.iteration_seconds * spec.compute.scale * factor,
+                   compute_profile_update_seconds=p.update_seconds,
+                   compute_update=("replayed from the profile" if p.update_seconds is not None
+                                   else "real arithmetic on the host (the profile has no update_seconds)"))
     return out
 
 
 def network_backend(spec: Spec) -> str:
     """What shapes the links (resolved by the launcher; ``auto`` only when a node set was started by hand)."""
     return spec.network.backend
+
+
+def own_link_reshaper(spec: Spec, metrics) -> Callable[[pb.ControlCommand], None] | None:
+    """The handler of ``shape`` for the coordinator's own link, when the kernel shapes one it owns (a container
+    or a netns node, where ``network.isolation`` is netns); it also exports that link's rate."""
+    if spec.network.backend not in ("netem", "htb", "tbf") or spec.network.isolation != "netns":
+        return None
+    from synclab.roles.bootstrap import report_network, reshaper
+    from synclab.transport.shaper import LinkShaper
+
+    report_network(spec, "coordinator", metrics)
+    return reshaper(spec, "coordinator", "coordinator", LinkShaper(), metrics)
 
 
 def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metrics_port: int = 0,
@@ -328,12 +353,13 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
     job = JobState(spec=spec, run_dir=run_dir, job_id=job_id or uuid.uuid4().hex[:12],
                    network_backend=network_backend(spec), link_rate_bps=spec.network.rate_bps,
                    expected={pb.WORKER: spec.n_workers, pb.PS: spec.n_ps})
-    service = CoordinatorService(job)
+    metrics = NodeMetrics("coordinator", "coordinator")
+    service = CoordinatorService(job, reshape_own_link=own_link_reshaper(spec, metrics))
     server = make_server(token, max_workers=16 + 4 * job.total_nodes)
     rpc.add_CoordinatorServicer_to_server(service, server)
     if server.add_insecure_port(listen) == 0:
         raise OSError(f"coordinator: cannot listen on {listen}")
-    serve(NodeMetrics("coordinator", "coordinator"), port=metrics_port)
+    serve(metrics, port=metrics_port)
     server.start()
     stop = threading.Event()
     threading.Thread(target=service.watch, args=(stop,), name="watch", daemon=True).start()

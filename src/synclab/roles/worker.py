@@ -100,7 +100,8 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
                             batch_size=spec.model.batch_size, record_event=events.record,
                             ps_names={i: n.name for i, n in shards.items()},
                             worker_names={i: n.name for i, n in workers.items()}, plan=plan,
-                            options=spec.strategy.options)
+                            options=spec.strategy.options,
+                            replay_update=engine.wait_update if engine.replay and engine.update_s else None)
         strategy = cls(ctx)
         engine.attach(strategy)
         for i, n in shards.items():

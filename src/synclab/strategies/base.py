@@ -17,11 +17,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from synclab.ps.optimizer import sgd_momentum_
 from synclab.transport.inbox import Inbox
 from synclab.transport.link import Link
 
@@ -68,6 +70,21 @@ class WorkerContext:
     run_dir: Path | None = None              # rank 0 may write strategy records here (e.g. plan.json)
     batch_size: int = 0                      # per-worker batch (model.batch_size)
     record_event: Callable[[int, int, str], None] = lambda iteration, index, event: None
+    # Replay compute with a profile that has update_seconds: let tensors' update time pass (no arithmetic).
+    replay_update: Callable[[Sequence[int]], None] | None = None
+
+    def sgd_(self, index: int, grad: torch.Tensor, buf: torch.Tensor | None) -> torch.Tensor | None:
+        """The worker-side SGD step on tensor ``index`` (flat ``grad``); returns the momentum buffer.
+
+        In replay compute whose profile measured the update, the tensor's share of
+        the profiled step passes instead and the weights stay as they are (replay
+        does no model math).
+        """
+        if self.replay_update is not None:
+            self.replay_update((index,))
+            return buf
+        return sgd_momentum_(self.tensors[index].data.view(-1), grad, buf, lr=self.lr, momentum=self.momentum,
+                             weight_decay=self.weight_decay)
 
 
 class Strategy(ABC):

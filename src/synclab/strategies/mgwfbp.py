@@ -55,7 +55,6 @@ from synclab.plans.mgwfbp import (
     synceasgd_plan,
     wfbp_plan,
 )
-from synclab.ps.optimizer import sgd_momentum_
 from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
 from synclab.strategies.registry import register
 
@@ -236,9 +235,7 @@ class MgWfbp(Strategy):
         for tensor, _, _ in slots:
             c.record_event(iteration, tensor, "send_end")
         for tensor, offset, numel in slots:
-            self._momentum[tensor] = sgd_momentum_(c.tensors[tensor].data.view(-1), flat[offset:offset + numel],
-                                                   self._momentum.get(tensor), lr=c.lr, momentum=c.momentum,
-                                                   weight_decay=c.weight_decay)
+            self._momentum[tensor] = c.sgd_(tensor, flat[offset:offset + numel], self._momentum.get(tensor))
             c.mark_fresh(tensor)
 
     # -- 3. the plan: computed on rank 0, broadcast, buffers allocated once ------------------------

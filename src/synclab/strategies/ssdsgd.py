@@ -112,14 +112,18 @@ class SsdSgd(PsStrategy):
             self._local[index] = live.detach().reshape(-1).clone()
             self._pre_weight[index] = self._local[index].clone()
         w = self._local[index]
-        new_w = glu_local_update(w, grad.reshape(-1), self._pre_weight[index], lr=c.lr, loc_lr=self.loc_lr,
-                                 momentum=c.momentum, weight_decay=c.weight_decay, k=self.k, alpha=self.alpha,
-                                 beta=self.beta)
-        if step.refresh_pre_weight:  # after grad_sync has used it (Algorithm 2 lines 3-5)
-            self._pre_weight[index] = w
-        self._local[index] = new_w
-        with torch.no_grad():
-            live.view(-1).copy_(new_w)  # line 21: the devices compute the next iteration with w'
+        if c.replay_update is not None:  # replay: the GLU step costs what an SGD step does; weights stay
+            c.replay_update((index,))
+            new_w = w
+        else:
+            new_w = glu_local_update(w, grad.reshape(-1), self._pre_weight[index], lr=c.lr, loc_lr=self.loc_lr,
+                                     momentum=c.momentum, weight_decay=c.weight_decay, k=self.k, alpha=self.alpha,
+                                     beta=self.beta)
+            if step.refresh_pre_weight:  # after grad_sync has used it (Algorithm 2 lines 3-5)
+                self._pre_weight[index] = w
+            self._local[index] = new_w
+            with torch.no_grad():
+                live.view(-1).copy_(new_w)  # line 21: the devices compute the next iteration with w'
         c.mark_fresh(index)
         if step.pull:  # line 22: the global weights replace w' (not the devices' copy)
             self._pulls[index] = self.client.pull(iteration, index, into=new_w)

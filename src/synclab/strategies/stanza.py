@@ -79,7 +79,6 @@ from synclab.collective.schedules import segment_bounds
 from synclab.compute.profile import ModelProfileError, read_profile_json
 from synclab.config.units import parse_rate_bps
 from synclab.plans.stanza import PsProfile, StanzaProfile, stanza_iteration_time, stanza_throughput
-from synclab.ps.optimizer import sgd_momentum_
 from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
 from synclab.strategies.registry import register
 from synclab.wire import pb
@@ -430,8 +429,7 @@ class Stanza(Strategy):
             c.record_event(iteration, i, "send_end")
         for i in self.own:
             lo, hi = self._offsets[i]
-            self._bufs[i] = sgd_momentum_(c.tensors[i].data.view(-1), self._flat[lo:hi], self._bufs.get(i),
-                                          lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+            self._bufs[i] = c.sgd_(i, self._flat[lo:hi], self._bufs.get(i))
             c.mark_fresh(i)
 
     def on_train_end(self) -> None:

@@ -15,7 +15,6 @@ import torch
 
 from synclab.collective.ring import ring_allreduce_
 from synclab.plans.mgwfbp import group_layout, synceasgd_plan
-from synclab.ps.optimizer import sgd_momentum_
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
 
@@ -58,6 +57,5 @@ class SyncEasgd(Strategy):
         for i in indices:
             c.record_event(iteration, i, "send_end")
         for i in indices:  # forward order: the first layer's gate opens first
-            self._momentum[i] = sgd_momentum_(c.tensors[i].data.view(-1), self._view(i), self._momentum.get(i),
-                                              lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+            self._momentum[i] = c.sgd_(i, self._view(i), self._momentum.get(i))
             c.mark_fresh(i)

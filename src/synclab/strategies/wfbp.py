@@ -11,7 +11,6 @@ from __future__ import annotations
 import torch
 
 from synclab.collective.ring import ring_allreduce_
-from synclab.ps.optimizer import sgd_momentum_
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
 
@@ -41,6 +40,5 @@ class Wfbp(Strategy):
         c.record_event(iteration, index, "send_start")
         self.allreduce_mean_(flat, c.params[index].name, iteration)
         c.record_event(iteration, index, "send_end")
-        self._bufs[index] = sgd_momentum_(c.tensors[index].data.view(-1), flat, self._bufs.get(index), lr=c.lr,
-                                          momentum=c.momentum, weight_decay=c.weight_decay)
+        self._bufs[index] = c.sgd_(index, flat, self._bufs.get(index))
         c.mark_fresh(index)

@@ -44,6 +44,10 @@ def _common_options(chunk_bytes: int) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", limit),
         ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME_MS * _keepalive_scale)),
         ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT_MS * _keepalive_scale)),
+        # Since gRPC core 1.60 (grpc/grpc#34647) every ping, keepalive or BDP probe, is bounded by this
+        # separate timeout (default 60 s), which wins over keepalive_timeout_ms: without it the scaled
+        # timeout above never took effect and D = 32 runs lost their streams to "ping timeout".
+        ("grpc.http2.ping_timeout_ms", int(KEEPALIVE_TIMEOUT_MS * _keepalive_scale)),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
 

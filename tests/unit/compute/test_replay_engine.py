@@ -32,14 +32,14 @@ class Recorder(Strategy):
         self.ended.append(iteration)
 
 
-def engine_for(model_name="mlp", fwd=0.004, bwd=0.006, **kw):
+def engine_for(model_name="mlp", fwd=0.004, bwd=0.006, update=None, **kw):
     with torch.device("meta"):
         meta = build_model(model_name)
     infos, metas, layers = param_layout(meta)
     per = len(infos)
     profile = parse_model_profile({
         "model": model_name, "batch_size": 4, "device": "cpu", "forward_seconds": fwd, "backward_seconds": bwd,
-        "tensors": [{"name": i.name, "params": i.numel, "forward_seconds": fwd / per, "backward_seconds": bwd / per,
+        "update_seconds": update, "tensors": [{"name": i.name, "params": i.numel, "forward_seconds": fwd / per, "backward_seconds": bwd / per,
                      "kind": "fc"} for i in infos]})
     tensors = [torch.zeros(t.shape) for t in metas]
     eng = ReplayEngine(profile, infos, tensors, len(layers), **kw)
@@ -91,3 +91,34 @@ def test_batch_factor_scales_the_time():
         assert eng.due_s == pytest.approx(0.06)
     finally:
         eng.close()
+
+
+def test_update_wait_takes_the_tensors_share_of_the_profiled_step():
+    eng, _, infos = engine_for(update=0.02, time_factor=2.0)
+    try:
+        total = sum(i.numel for i in infos)
+        assert sum(eng.update_s) == pytest.approx(0.04)
+        assert eng.update_s[0] == pytest.approx(0.04 * infos[0].numel / total)
+        t0 = time.perf_counter()
+        eng.wait_update(range(len(infos)))
+        assert time.perf_counter() - t0 >= 0.04
+    finally:
+        eng.close()
+
+
+def test_profile_without_update_keeps_the_real_arithmetic():
+    from synclab.strategies.base import WorkerContext
+    from synclab.transport.inbox import Inbox
+
+    eng, _, infos = engine_for()
+    assert eng.update_s is None
+    t = torch.ones(4)
+    ctx = WorkerContext(rank=0, world=1, node="w", params=infos, tensors=[t], lr=0.5, momentum=0.0,
+                        weight_decay=0.0, seed=0, mark_fresh=lambda i: None, inbox=Inbox())
+    ctx.sgd_(0, torch.ones(4), None)
+    assert torch.equal(t, torch.full((4,), 0.5))
+    waited = []
+    ctx.replay_update = waited.append
+    ctx.sgd_(0, torch.ones(4), None)
+    assert waited == [(0,)] and torch.equal(t, torch.full((4,), 0.5))  # replay: time passes, weights stay
+    eng.close()

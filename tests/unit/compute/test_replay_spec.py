@@ -28,7 +28,11 @@ def test_profiler_output_is_a_valid_profile_that_fits_the_model(mlp_profile):
     assert p.forward_seconds > 0 and p.backward_seconds > 0
     assert p.forward_seconds == pytest.approx(sum(t.forward_seconds for t in p.tensors))
     assert {"device_name", "torch", "date", "iterations"} <= set(p.meta)
-    assert set(p.spread) == {"forward_seconds", "backward_seconds"}
+    assert set(p.spread) == {"forward_seconds", "backward_seconds", "update_seconds"}
+    assert p.update_seconds is not None and p.update_seconds > 0
+    shares = p.update_shares()
+    assert shares[0] / shares[1] == pytest.approx(p.tensors[0].params / p.tensors[1].params)
+    assert sum(shares) == pytest.approx(p.update_seconds)
 
 
 def test_profiler_measures_the_stanza_boundary_of_a_cnn():
@@ -91,6 +95,7 @@ def test_keepalive_stretches_with_dilation():
         channels.scale_keepalive(4)
         opts = dict(channels.channel_options())
         assert opts["grpc.keepalive_timeout_ms"] == 4 * channels.KEEPALIVE_TIMEOUT_MS
+        assert opts["grpc.http2.ping_timeout_ms"] == opts["grpc.keepalive_timeout_ms"]  # grpc/grpc#34647
         assert dict(channels.server_options())["grpc.keepalive_time_ms"] == 4 * channels.KEEPALIVE_TIME_MS
         with pytest.raises(ValueError):
             channels.scale_keepalive(0)
