@@ -40,15 +40,20 @@ def load_queries(directory: Path) -> list[PanelQuery]:
     return [q for f in sorted(directory.glob("*.json")) for q in panel_queries(json.loads(f.read_text()))]
 
 
-def expand(expr: str, variables: dict[str, str], scrape_interval_s: float = 1.0) -> str:
+def expand(expr: str, variables: dict[str, str], scrape_interval_s: float = 1.0,
+           interval_s: float | None = None, range_s: float = 300.0) -> str:
     """Substitute ``$var``/``${var}`` and Grafana's interval macros as Grafana would.
 
-    ``$__rate_interval`` is max(4 × scrape interval, $__interval + scrape interval);
-    the test queries at a step of one scrape interval, so 4 × scrape interval.
+    ``$__interval`` is the query step (at least the scrape interval, the datasource's
+    ``timeInterval``); ``$__rate_interval`` is max(4 × scrape interval, $__interval + scrape
+    interval), so 4 × scrape interval at a step of one scrape interval; ``$__range`` is the
+    dashboard's time range.
     """
-    rate_interval = f"{int(max(4 * scrape_interval_s, 2 * scrape_interval_s) * 1000)}ms"
-    macros = {"__rate_interval": rate_interval, "__interval": f"{int(scrape_interval_s * 1000)}ms",
-              "__range": "5m"}
+    interval_s = max(interval_s or scrape_interval_s, scrape_interval_s)
+    rate_interval_s = max(4 * scrape_interval_s, interval_s + scrape_interval_s)
+    macros = {"__rate_interval": _ms(rate_interval_s), "__interval": _ms(interval_s),
+              "__interval_ms": str(int(round(interval_s * 1000))), "__range": _ms(range_s),
+              "__range_s": str(int(round(range_s))), "__range_ms": str(int(round(range_s * 1000)))}
 
     def sub(m: re.Match) -> str:
         name = m.group(1) or m.group(2)
@@ -59,3 +64,7 @@ def expand(expr: str, variables: dict[str, str], scrape_interval_s: float = 1.0)
         return variables[name]
 
     return _VAR.sub(sub, expr)
+
+
+def _ms(seconds: float) -> str:
+    return f"{int(round(seconds * 1000))}ms"
