@@ -47,6 +47,7 @@ def test_every_strategy_runs_on_replayed_compute(tmp_path, profile_file, strateg
     s = summary(out)
     assert s["compute_mode"] == "replay" and s["compute_profile"]["model"] == "smallcnn"
     assert s["batch_size"] == 16 and "schedule_error" in s
+    assert s["compute_update"] == "replayed from the profile" and s["compute_profile_update_seconds"] > 0
     due = s["compute_replay_seconds"]
     assert due == pytest.approx(s["compute_profile_seconds"] * 0.3 * (3 if strategy == "local" else 1))
     records = rows(out)
