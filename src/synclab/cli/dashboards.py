@@ -5,6 +5,9 @@ Grafana would (variables at All, one copy of a repeated panel per value, ``$__ra
 for the step) and run against Prometheus' HTTP API; one PNG per dashboard follows the
 dashboard's grid, and the series go beside it as CSV and JSON.
 
+``--replay DIR`` draws again from the answers an earlier render saved (its JSON files), for
+another drawing of the same run once its Prometheus is gone.
+
 Exit codes: 0 drawn; 1 some panel had no data and ``--require-data`` was given; 2 the
 dashboards or the options are wrong, or Prometheus cannot be reached or refuses a query.
 """
@@ -59,7 +62,7 @@ def render(dashboards: list[Path] = typer.Argument(None, help="Dashboard JSON fi
                                                            "(default: grafana/dashboards)."),
            prometheus: str = typer.Option("http://127.0.0.1:9090", "--prometheus", envvar="SYNCLAB_PROMETHEUS_URL",
                                           show_envvar=True, help="Base URL of the Prometheus to query."),
-           out: Path = typer.Option(Path("dashboards-render"), "--out", help="Directory for the PNG, CSV and JSON."),
+           out: Path = typer.Option(Path("runs/dashboards"), "--out", help="Directory for the PNG, CSV and JSON."),
            time_from: Optional[str] = typer.Option(None, "--from", help="Start: now-5m, unix seconds or ISO time "
                                                                        "(default: the dashboard's own range)."),
            time_to: Optional[str] = typer.Option(None, "--to", help="End (default: the dashboard's, usually now)."),
@@ -75,11 +78,15 @@ def render(dashboards: list[Path] = typer.Argument(None, help="Dashboard JSON fi
            dpi: int = typer.Option(90, "--dpi", min=30, max=300, help="PNG resolution (16 in wide)."),
            require_data: bool = typer.Option(False, "--require-data",
                                              help="Exit 1 when any panel has no data."),
+           replay: Optional[Path] = typer.Option(None, "--replay", help="Draw again from the answers an earlier "
+                                                                      "render saved (DIR/<prefix><name>.json) instead "
+                                                                      "of asking Prometheus; its range, step and "
+                                                                      "variables apply."),
            timeout: float = typer.Option(30.0, "--timeout", help="Seconds per Prometheus request.")):
     """Render every dashboard's panels from Prometheus into one PNG each (+ CSV and JSON of the series)."""
     from synclab.dashboards.figure import draw
     from synclab.dashboards.prometheus import Prometheus, PrometheusError
-    from synclab.dashboards.snapshot import (DashboardError, load_dashboard, parse_duration, parse_time,
+    from synclab.dashboards.snapshot import (DashboardError, load_dashboard, load_saved, parse_duration, parse_time,
                                              take_snapshot, write_data)
 
     files = _dashboard_files(dashboards or [])
@@ -95,34 +102,53 @@ def render(dashboards: list[Path] = typer.Argument(None, help="Dashboard JSON fi
         boards = [load_dashboard(f) for f in files]
     except DashboardError as e:
         _fail(str(e))
-    try:
-        source = Prometheus(prometheus, timeout_s=timeout)
-    except PrometheusError as e:
-        _fail(str(e))
+    if replay is not None:
+        if time_from or time_to or step or var:
+            _fail("--replay draws the saved range, step and variables: drop --from, --to, --step and --var")
+        if not replay.is_dir():
+            _fail(f"--replay {replay}: not a directory of saved snapshots")
+        try:
+            saved = {b.path: load_saved(replay / f"{prefix}{b.path.stem}.json", b) for b in boards}
+        except DashboardError as e:
+            _fail(str(e))
+    else:
+        try:
+            source = Prometheus(prometheus, timeout_s=timeout)
+        except PrometheusError as e:
+            _fail(str(e))
     out.mkdir(parents=True, exist_ok=True)
     now = time.time()
     empty_total = []
     for board in boards:
-        try:
-            start = parse_time(time_from or board.time_from, now)
-            end = parse_time(time_to or board.time_to, now)
-        except ValueError as e:
-            _fail(str(e))
-        if end <= start:
-            _fail(f"the time range is empty: --from {time_from or board.time_from} is not before "
-                  f"--to {time_to or board.time_to}")
-        own = {k: v for k, v in given.items() if k in {v.name for v in board.variables}}
+        if replay is not None:
+            s = saved[board.path]
+            source, start, end, step_s, scrape_s, own = s, s.start, s.end, s.step_s, s.scrape_interval_s, s.given()
+            source_name = f"{s.doc.get('prometheus', '?')} (re-drawn from its answers saved in {s.path.name})"
+        else:
+            try:
+                start = parse_time(time_from or board.time_from, now)
+                end = parse_time(time_to or board.time_to, now)
+            except ValueError as e:
+                _fail(str(e))
+            if end <= start:
+                _fail(f"the time range is empty: --from {time_from or board.time_from} is not before "
+                      f"--to {time_to or board.time_to}")
+            own = {k: v for k, v in given.items() if k in {v.name for v in board.variables}}
+            source_name = prometheus
         try:
             snap = take_snapshot(board, source, start, end, step_s=step_s, scrape_interval_s=scrape_s, given=own,
-                                 source_name=prometheus)
+                                 source_name=source_name)
         except (DashboardError, PrometheusError) as e:
             _fail(str(e))
         stem = out / f"{prefix}{board.path.stem}"
         png = draw(snap, stem.with_suffix(".png"), caption=caption, dpi=dpi)
-        csv_path, json_path = write_data(snap, stem)
+        if replay is None:
+            csv_path, json_path = write_data(snap, stem)
+            data = f"data: {csv_path.name}, {json_path.name}"
+        else:
+            data = f"drawn from {saved[board.path].path}"
         empty = snap.empty_panels
-        typer.echo(f"{png}  ({len(snap.panels) - len(empty)}/{len(snap.panels)} panels with data; "
-                   f"data: {csv_path.name}, {json_path.name})")
+        typer.echo(f"{png}  ({len(snap.panels) - len(empty)}/{len(snap.panels)} panels with data; {data})")
         for p in empty:
             console.print(f"no data: {escape(board.path.name)} / {escape(p.title)}: "
                           + "; ".join(escape(t.query) for t in p.targets))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,6 +31,7 @@ WIDTH_IN = 16.0
 ROW_IN = 0.36        # one grid row (Grafana: 30 px + 8 px gap on a ~80 px column)
 HEADER_IN = 0.95
 GAP_IN = 0.06
+CAPTION_CHARS = 200  # a 9 pt line across the 16 in figure
 # tab10 without its red, which the dashboards keep for reference lines (link rate)
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
            "#393b79", "#637939", "#8c6d31", "#7b4173", "#3182bd", "#e6550d", "#31a354"]
@@ -128,10 +130,11 @@ def _color(override_color: str | None, index: int) -> str:
 def figure(snapshot: Snapshot, caption: str = "") -> Figure:
     """The dashboard as one matplotlib figure, 16 in wide, as tall as its grid."""
     rows = height([p.cell for p in snapshot.panels])
-    header_h = HEADER_IN + (0.22 if caption else 0)
+    caption_lines = textwrap.wrap(caption, CAPTION_CHARS) if caption else []
+    header_h = HEADER_IN + 0.2 * len(caption_lines)
     fig_h = header_h + rows * ROW_IN + 0.1
     fig = Figure(figsize=(WIDTH_IN, fig_h), facecolor="white")
-    _header(fig, snapshot, caption, fig_h)
+    _header(fig, snapshot, caption_lines, fig_h)
     col_in = (WIDTH_IN - 0.2) / GRID_COLUMNS
     for p in snapshot.panels:
         box = (0.1 + p.cell.x * col_in + GAP_IN / 2, header_h + p.cell.y * ROW_IN + GAP_IN / 2,
@@ -159,7 +162,7 @@ def _utc(ts: float, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime(fmt)
 
 
-def _header(fig: Figure, s: Snapshot, caption: str, fig_h: float) -> None:
+def _header(fig: Figure, s: Snapshot, caption_lines: list[str], fig_h: float) -> None:
     def y(inches: float) -> float:
         return 1 - inches / fig_h
 
@@ -173,8 +176,8 @@ def _header(fig: Figure, s: Snapshot, caption: str, fig_h: float) -> None:
     fig.text(0.01, y(0.72), f"{len(s.panels) - len(empty)} of {len(s.panels)} panels with data"
              + (f"; no data: {', '.join(empty)}" if empty else ""), fontsize=8.5, va="top",
              color="#a01010" if empty else "#333333")
-    if caption:
-        fig.text(0.01, y(0.94), caption, fontsize=9, va="top")
+    for i, line in enumerate(caption_lines):
+        fig.text(0.01, y(0.94 + 0.2 * i), line, fontsize=9, va="top")
 
 
 def _panel(fig: Figure, p: PanelData, s: Snapshot, box: tuple[float, float, float, float], fig_h: float) -> None:
@@ -214,9 +217,10 @@ def _panel(fig: Figure, p: PanelData, s: Snapshot, box: tuple[float, float, floa
 
 
 def _legend_shape(n: int, inner_h: float, w: float) -> tuple[int, int]:
-    """(rows, columns) of the legend table: at most ~40 % of the panel's height."""
+    """(rows, columns) of the legend table: at most ~40 % of the panel's height, up to 3 columns
+    on a wide panel; series beyond that are counted, not listed."""
     max_rows = max(1, int((inner_h * 0.4) / 0.16) - 1)
-    ncol = 1 if n <= max_rows or w < 7 else 2
+    ncol = 1 if n <= max_rows or w < 7 else min(3, math.ceil(n / max_rows))
     return min(math.ceil(n / ncol), max_rows), ncol
 
 
@@ -280,22 +284,23 @@ def _legend(ax, p: PanelData, series: list[Series], styles: list[dict], rows: in
     ax.set_ylim(0, rows + 1)
     calcs = [c for c in p.panel.legend_calcs if c in ("mean", "max", "min", "last", "lastNotNull", "sum")]
     span = 1 / ncol
+    calc_w = min(0.11, 0.3 * span)  # width of one calculation column
+    size = 7 if ncol < 3 else 6.5
     shown = rows * ncol
-    for c in range(ncol):
-        x0 = c * span
+    for c in range(min(ncol, math.ceil(len(series) / rows))):
         for k, name in enumerate(reversed(calcs)):
-            ax.text(x0 + span - 0.01 - k * 0.11 * ncol * span, rows + 0.5, name, fontsize=7, ha="right", va="center",
+            ax.text(c * span + span - 0.01 - k * calc_w, rows + 0.5, name, fontsize=size, ha="right", va="center",
                     color="#555555", fontweight="bold")
     for i, (x, st) in enumerate(zip(series[:shown], styles[:shown])):
         c, r = divmod(i, rows)
         x0, yy = c * span, rows - r - 0.5
-        ax.add_line(Line2D([x0 + 0.005, x0 + 0.03 * span * ncol], [yy, yy], color=st["color"], lw=2,
+        ax.add_line(Line2D([x0 + 0.005, x0 + 0.03], [yy, yy], color=st["color"], lw=2,
                            linestyle=(0, (2, 1.5)) if st["dashed"] else "-"))
         name = x.name if len(x.name) <= 60 else x.name[:57] + "..."
-        ax.text(x0 + 0.04 * span * ncol, yy, name, fontsize=7, va="center")
+        ax.text(x0 + 0.04, yy, name, fontsize=size, va="center")
         for k, calc in enumerate(reversed(calcs)):
-            ax.text(x0 + span - 0.01 - k * 0.11 * ncol * span, yy,
-                    format_value(_calc(x.values, calc), p.panel.unit), fontsize=7, ha="right", va="center")
+            ax.text(x0 + span - 0.01 - k * calc_w, yy, format_value(_calc(x.values, calc), p.panel.unit),
+                    fontsize=size, ha="right", va="center")
     if len(series) > shown:
         ax.text(1, -0.3, f"+{len(series) - shown} more series (in the CSV)", fontsize=6.5, ha="right",
                 va="center", color="#707070")

@@ -544,3 +544,69 @@ def write_data(snapshot: Snapshot, stem: Path) -> tuple[Path, Path]:
 
 def _utc(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+# ---------------------------------------------------------------- saved answers
+
+class SavedAnswers:
+    """A :class:`Source` that answers from the JSON :func:`write_data` wrote: draw a dashboard again
+    (another size, a newer drawing) after the Prometheus that answered is gone. Every query must
+    be one the saved snapshot asked; the dashboard's variables take the values they had then."""
+
+    def __init__(self, doc: dict, dashboard: Dashboard, path: Path):
+        self.doc, self.dashboard, self.path = doc, dashboard, path
+        self.answers: dict[tuple[str, bool], list[dict]] = {}
+        try:
+            for p in doc["panels"]:
+                for t in p["targets"]:
+                    self.answers[(t["query"], bool(t["instant"]))] = t["series"]
+            self.start, self.end = float(doc["start"]), float(doc["end"])
+            self.step_s, self.scrape_interval_s = float(doc["step_s"]), float(doc["scrape_interval_s"])
+            self.variables = {k: v for k, v in doc["variables"].items()}
+        except (KeyError, TypeError, ValueError) as e:
+            raise DashboardError(f"{path}: not a snapshot written by synclab dashboards render ({e!r} missing "
+                                 "or malformed)") from None
+
+    def given(self) -> dict[str, list[str]]:
+        """The variables that were not at All, as ``--var`` would give them."""
+        return {k: list(v["values"]) or [v["text"]] for k, v in self.variables.items() if not v.get("all")}
+
+    def _series(self, expr: str, instant: bool) -> list[dict]:
+        if (expr, instant) not in self.answers:
+            raise DashboardError(f"{self.path}: no saved answer to {expr!r} (did {self.dashboard.path.name} "
+                                 "change since the snapshot was taken?)")
+        return self.answers[(expr, instant)]
+
+    def query_range(self, expr: str, start: float, end: float, step_s: float) -> list[dict]:
+        return [{"metric": s["labels"], "values": [[t, "NaN" if v is None else repr(v)] for t, v in s["values"]]}
+                for s in self._series(expr, False)]
+
+    def query(self, expr: str, at: float) -> list[dict]:
+        out = []
+        for s in self._series(expr, True):
+            t, v = s["values"][-1]
+            out.append({"metric": s["labels"], "value": [t, "NaN" if v is None else repr(v)]})
+        return out
+
+    def label_values(self, label: str, match: str | None, start: float, end: float) -> list[str]:
+        for v in self.dashboard.variables:
+            m = _LABEL_VALUES.match(v.query)
+            if m and m.group(2) == label and v.name in self.variables:
+                return list(self.variables[v.name]["values"])
+        raise DashboardError(f"{self.path}: no saved values of label {label!r}")
+
+
+def load_saved(path: Path, dashboard: Dashboard) -> SavedAnswers:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise DashboardError(f"{path}: cannot read the saved snapshot: {e.strerror or e}") from None
+    except ValueError as e:
+        raise DashboardError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise DashboardError(f"{path}: not a snapshot written by synclab dashboards render")
+    saved = SavedAnswers(doc, dashboard, Path(path))
+    uid = (doc.get("dashboard") or {}).get("uid")
+    if uid and dashboard.uid and uid != dashboard.uid:
+        raise DashboardError(f"{path}: is a snapshot of dashboard {uid!r}, not {dashboard.uid!r}")
+    return saved

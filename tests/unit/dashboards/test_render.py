@@ -188,3 +188,18 @@ def test_the_figure_says_what_it_is_and_which_panels_are_empty(fake_prometheus):
     # one plot per panel with data, its y axis labelled as the panel says
     labels = {ax.get_ylabel() for ax in fig.axes}
     assert {"seconds / iteration", "samples/s"} <= labels and "loss" not in labels
+
+
+def test_replay_draws_again_from_the_saved_answers(prometheus, tmp_path):
+    r = _render(str(DASHBOARDS), "--prometheus", prometheus, "--out", str(tmp_path / "live"), "--prefix", "x-")
+    assert r.exit_code == 0, r.output
+    r = _render(str(DASHBOARDS), "--replay", str(tmp_path / "live"), "--prefix", "x-", "--out", str(tmp_path / "again"),
+                "--require-data")
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == [
+        "x-synclab-network.png", "x-synclab-scheduler.png", "x-synclab-training.png"]
+    assert "drawn from" in r.stdout
+    r = _render(str(DASHBOARDS), "--replay", str(tmp_path / "live"), "--from", "now-1h")
+    assert r.exit_code == 2 and "drop --from" in r.output
+    r = _render(str(DASHBOARDS), "--replay", str(tmp_path / "live"), "--out", str(tmp_path / "z"))
+    assert r.exit_code == 2 and "synclab-network.json: cannot read the saved snapshot" in r.output

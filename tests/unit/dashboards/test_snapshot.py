@@ -15,6 +15,7 @@ from synclab.dashboards.snapshot import (
     auto_step,
     legend_name,
     load_dashboard,
+    load_saved,
     parse_duration,
     parse_time,
     resolve_variables,
@@ -173,3 +174,24 @@ def test_a_variable_query_the_renderer_cannot_evaluate_names_the_variable(tmp_pa
                                                          "query": "query_result(up)", "current": {"value": "$__all"}}]}}))
     with pytest.raises(DashboardError, match=r"variable 'job'.*--var job=VALUE"):
         take_snapshot(load_dashboard(path), fake_prometheus(), 0, 60)
+
+
+def test_saved_answers_draw_the_same_snapshot_again(tmp_path, fake_prometheus):
+    board = load_dashboard(DASHBOARDS / "synclab-network.json")
+    first = take_snapshot(board, fake_prometheus(empty=('node="coordinator"',)), 1000, 1120, source_name="live")
+    _, json_path = write_data(first, tmp_path / "net")
+    saved = load_saved(json_path, board)
+    again = take_snapshot(board, saved, saved.start, saved.end, step_s=saved.step_s,
+                          scrape_interval_s=saved.scrape_interval_s, given=saved.given())
+    assert [(p.title, p.cell) for p in again.panels] == [(p.title, p.cell) for p in first.panels]
+    assert [[(s.name, s.times, s.values) for s in p.series] for p in again.panels] == \
+        [[(s.name, s.times, s.values) for s in p.series] for p in first.panels]
+    assert [p.title for p in again.empty_panels] == ["tx / rx — coordinator"]
+    other = load_dashboard(DASHBOARDS / "synclab-training.json")
+    with pytest.raises(DashboardError, match="is a snapshot of dashboard 'synclab-network'"):
+        load_saved(json_path, other)
+    doc = json.loads(json_path.read_text())
+    doc["panels"][0]["targets"][0]["query"] = "something else"
+    json_path.write_text(json.dumps(doc))
+    with pytest.raises(DashboardError, match="no saved answer to"):
+        take_snapshot(board, load_saved(json_path, board), saved.start, saved.end, given=saved.given())
