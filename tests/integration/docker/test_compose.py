@@ -3,7 +3,8 @@ shaped cluster, run records on the volume, every dashboard panel fed by the live
 the wire respecting the link rate, and `docker compose down -v` leaving nothing behind.
 
 Grafana itself is not started (no registry here to pull it from): its dashboards are checked
-query by query against Prometheus instead, which is what Grafana would ask.
+query by query against Prometheus instead, which is what Grafana would ask, and drawn from those
+answers by `synclab dashboards render`.
 
 Docker is set up by scripts/docker/setup.sh (root). Without root or a usable engine the test
 is skipped with the reason, unless SYNCLAB_REQUIRE_DOCKER=1 (CI) turns that into a failure.
@@ -130,6 +131,34 @@ def test_every_dashboard_panel_has_data(cluster):
             if not any(v[1] not in ("NaN", "+Inf", "-Inf") for s in result for v in s["values"]):
                 empty.append(f"{q.dashboard} / {q.panel} / {q.ref_id}: {expr}")
     assert not empty, "panels without data:\n" + "\n".join(empty)
+
+
+def test_dashboards_render_from_the_live_prometheus(cluster, tmp_path):
+    """`synclab dashboards render` draws every dashboard from the live Prometheus (Grafana cannot run
+    here): one PNG per dashboard, the series beside it, every panel with data (--require-data)."""
+    from typer.testing import CliRunner
+
+    from synclab.cli import app
+
+    start, end = cluster.window
+    # Tables are instant queries at the end of the range, as in Grafana; the nodes are gone once the
+    # job is over, so the range ends at their last scrape.
+    scraped = cluster.query_range("count(synclab_network_backend_info)", start, end)
+    assert scraped, "no node was scraped during the job"
+    last = max(float(t) for s in scraped for t, _ in s["values"])
+    r = CliRunner().invoke(app, ["dashboards", "render", str(DASHBOARDS), "--out", str(tmp_path),
+                                 "--prometheus", f"http://127.0.0.1:{cluster.prometheus_port}",
+                                 "--from", f"{start:.3f}", "--to", f"{last:.3f}", "--require-data",
+                                 "--caption", f"docker compose test: ps, {PROFILE}, {WORKERS} workers, {SHARDS} shards"])
+    assert r.exit_code == 0, r.output
+    for board in sorted(DASHBOARDS.glob("*.json")):
+        png = tmp_path / f"{board.stem}.png"
+        assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", r.output
+        doc = json.loads((tmp_path / f"{board.stem}.json").read_text())
+        assert doc["no_data"] == [] and all(p["has_data"] for p in doc["panels"]), board.name
+    net = json.loads((tmp_path / "synclab-network.json").read_text())
+    per_node = [p["title"] for p in net["panels"] if p["title"].startswith("tx / rx")]
+    assert {f"tx / rx — worker{i}" for i in range(WORKERS)} <= set(per_node), per_node
 
 
 def _windowed_bps(trace_csv: str, column: str, window_s: float) -> list[float]:
