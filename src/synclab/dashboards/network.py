@@ -16,7 +16,7 @@ BACKEND = "synclab_network_backend_info"
 
 def build():
     per_node = (timeseries_panel(
-        "tx / rx — $node", unit="bps", axis_label="bits/s", width=12, height=7,
+        "tx / rx — $node", unit="bps", axis_label="bits/s", width=24, height=7,
         description="Bits per second on the node's interfaces (wire level); the dashed line is the "
                     "configured link rate of the profile the node applied.",
         queries=[

@@ -42,11 +42,12 @@ def test_network_dashboard_layout_with_five_nodes():
     placed = arrange(cells, repeats)
     titles = [p["title"] for p in board["panels"]]
     by_title = dict(zip(titles, placed))
-    assert len(by_title["tx / rx — $node"]) == 5
-    # the panel beside the repeated one stays beside its copies, the rest follow below them
-    assert by_title["tx by node"] == [Cell(12, 14, 12, 8)]
-    assert by_title["rx by node"][0].y >= 21
-    assert by_title["egress utilisation"][0].x == 0  # its gridPos runs past the 24 columns
+    # five copies, two to a row (maxPerRow), half the width each; the other panels follow below them
+    assert by_title["tx / rx — $node"] == [Cell(x, y, 12, 7) for y in (0, 7, 14) for x in (0, 12)][:5]
+    # (the grid floats panels up: "rx by node" fills the place beside the fifth copy)
+    assert by_title["tx by node"] == [Cell(0, 21, 12, 8)] and by_title["rx by node"] == [Cell(12, 14, 12, 8)]
+    assert by_title["egress utilisation"] == [Cell(0, 29, 24, 6)]
+    assert all(0 <= c.x and c.x + c.w <= 24 for p in board["panels"] for c in [Cell(**{k: p["gridPos"][k] for k in "xywh"})])
     flat = [c for cs in placed for c in cs]
     assert not any(a.overlaps(b) for i, a in enumerate(flat) for b in flat[i + 1:])
     assert height(flat) == max(c.bottom for c in flat)
