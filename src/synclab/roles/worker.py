@@ -201,6 +201,7 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
         start = time.perf_counter()
         x, y = dataset.batch(it - 1, data_rank, data_world, data_batch) if data_world else (None, None)
         timing = strategy.run_iteration(engine, it, x, y, start)
+        computed = time.perf_counter()
         if prev is not None:  # every gate of this forward opened, so the previous iteration's sync is complete
             report(prev, start, prev_checksum)
         prev_checksum = math.nan
@@ -208,5 +209,8 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
             engine.wait_fresh()
             prev_checksum = params_checksum(engine.tensors)
         prev = timing
+    # Every iteration's span holds its own compute and one sync wait: the previous iteration's, which its
+    # forward waits on (or, with run.check_params, its own, awaited before the checksum). The last sync
+    # is then the job's drain, not a second sync of iteration N, which ends where its compute does.
     engine.wait_fresh()
-    report(prev, time.perf_counter(), prev_checksum)
+    report(prev, time.perf_counter() if spec.run.check_params else computed, prev_checksum)
