@@ -15,6 +15,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,12 +170,19 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
     coordinator = cluster.children[0]
     status = {"status": "ok", "reason": ""}
 
-    def on_sigterm(signum, frame):  # `kill`, `timeout` and container stops end the job like Ctrl-C does
-        raise KeyboardInterrupt
+    # Ctrl-C, `kill`, `timeout` and container stops end the job. The handler only raises a flag, checked
+    # once per poll: a KeyboardInterrupt raised inside a blocking gRPC call (the status poll) could leave
+    # that call waiting for ever (seen twice in CI: the launcher never stopped), so none is raised there.
+    stop = threading.Event()
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    def on_signal(signum, frame):
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         while True:
+            if stop.is_set():
+                raise KeyboardInterrupt
             rc = coordinator.proc.poll()
             if rc is not None:
                 if rc != 0:
@@ -208,7 +216,8 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
         cluster.stop_job("interrupted by the user (Ctrl-C or SIGTERM)")
         status = {"status": "interrupted", "reason": "interrupted by the user (Ctrl-C or SIGTERM)"}
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         cluster.terminate()
         status["exit_codes"] = cluster.exit_codes()
         status["pids"] = {c.name: c.proc.pid for c in cluster.children}
