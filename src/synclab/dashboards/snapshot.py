@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from synclab.dashboards.layout import Cell, Repeat, arrange
 from synclab.dashboards.prometheus import QueryRejected
@@ -114,14 +114,19 @@ class Dashboard:
     panels: tuple[Panel, ...]
 
 
-def load_dashboard(path: Path) -> Dashboard:
-    """Read one dashboard JSON file (a Grafana dashboard model, as checked in under grafana/dashboards)."""
+def _read_json(path: Path, what: str) -> Any:
+    """``path``'s decoded JSON; :class:`DashboardError` naming the file when it cannot be read or parsed."""
     try:
-        data = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except OSError as e:
-        raise DashboardError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise DashboardError(f"{path}: cannot read{what}: {e.strerror or e}") from None
     except ValueError as e:
         raise DashboardError(f"{path}: not valid JSON: {e}") from None
+
+
+def load_dashboard(path: Path) -> Dashboard:
+    """Read one dashboard JSON file (a Grafana dashboard model, as checked in under grafana/dashboards)."""
+    data = _read_json(path, "")
     if isinstance(data, dict) and isinstance(data.get("dashboard"), dict):
         data = data["dashboard"]  # the HTTP API's envelope
     if not isinstance(data, dict):
@@ -597,12 +602,7 @@ class SavedAnswers:
 
 
 def load_saved(path: Path, dashboard: Dashboard) -> SavedAnswers:
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise DashboardError(f"{path}: cannot read the saved snapshot: {e.strerror or e}") from None
-    except ValueError as e:
-        raise DashboardError(f"{path}: not valid JSON: {e}") from None
+    doc = _read_json(path, " the saved snapshot")
     if not isinstance(doc, dict):
         raise DashboardError(f"{path}: not a snapshot written by synclab dashboards render")
     saved = SavedAnswers(doc, dashboard, Path(path))
