@@ -3,8 +3,8 @@
 Implements Shi, Chu & Li, "MG-WFBP: Merging Gradients Wisely for Efficient
 Communication in Distributed Deep Learning":
 
-- the all-reduce cost model T_ar(M) = a + b*M (eq. 10), fitted by least
-  squares from measurements as in Fig. 4;
+- the all-reduce cost model T_ar(M) = a + b*M (eq. 10), fitted from
+  measurements as in Fig. 4 by non-negative least squares on per-size medians;
 - the paper's model of one iteration's time for a merge plan: the backward
   start times tau_b (eq. 6), the communication start times tau_c (eq. 7, with
   eq. 12-14 for merged-gradient layers) and the objective t_iter (eq. 8/24);
@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "CostFit",
     "CostModel",
     "MergePlan",
+    "NoBandwidthSignal",
     "algorithm1",
     "backward_times",
     "brute_force_plan",
@@ -74,32 +77,84 @@ class CostModel:
         return self.a + self.b * size
 
 
-def fit_cost_model(sizes: Sequence[float], times: Sequence[float]) -> CostModel:
-    """Least-squares fit of T(M) = a + b*M to measured all-reduce times (Fig. 4).
+class NoBandwidthSignal(ValueError):
+    """The measured times do not grow with the message size: no b > 0 fits them."""
 
-    Needs at least two distinct sizes. A fit with a negative intercept or
-    slope is refused rather than clamped: such measurements do not follow the
-    linear model the merge plans assume (measure over a wider size range).
+
+@dataclass(frozen=True)
+class CostFit:
+    """A fitted :class:`CostModel` with what the fit saw: per-size medians, residuals and R²."""
+
+    model: CostModel
+    sizes: tuple[float, ...]          # distinct sizes, ascending
+    median_times: tuple[float, ...]   # the median of the repeats at each size
+    residuals: tuple[float, ...]      # median_time - T(size), per size
+    r2: float                         # 1 - SSE/SST over the medians (1.0 when every median is equal and fitted)
+    bound: str                        # "none" (interior optimum), "a=0" or "b=0": which constraint is active
+
+    def as_record(self) -> dict:
+        """The fit as plain JSON-able values, for plan.json and logs."""
+        return {"a": self.model.a, "b": self.model.b, "r2": self.r2, "bound": self.bound,
+                "sizes": list(self.sizes), "median_seconds": list(self.median_times),
+                "residuals": list(self.residuals)}
+
+
+def fit_cost_model(sizes: Sequence[float], times: Sequence[float]) -> CostFit:
+    """Fit T(M) = a + b*M (eq. 10) to measured all-reduce times, as in Fig. 4, with a >= 0 and b >= 0.
+
+    §4 defines ``a`` as the start-up time and ``b`` as the per-byte time, so both
+    are non-negative. ``sizes`` may repeat: each size's repeats are reduced to
+    their median first, so a single slow repeat moves nothing. The line is then
+    the non-negative least-squares fit to those medians. With two unknowns it has
+    a closed form: the objective is a convex quadratic, so its minimum over the
+    quadrant a, b >= 0 is the unconstrained minimum when that is feasible, and
+    otherwise the better of the minima on the two boundary rays (a = 0:
+    b = Σ M·t / Σ M²; b = 0: a = mean t), each clamped at 0.
+
+    Raises :class:`NoBandwidthSignal` when the constrained fit has b = 0 (the
+    times do not grow with the size: no plan can be derived from them), and
+    ``ValueError`` for malformed input.
     """
     if len(sizes) != len(times):
         raise ValueError(f"sizes and times differ in length: {len(sizes)} != {len(times)}")
-    if len(set(sizes)) < 2:
-        raise ValueError("sizes must contain at least 2 distinct values to fit a + b*M")
     for name, values in (("sizes", sizes), ("times", times)):
         if not all(math.isfinite(v) for v in values):
             raise ValueError(f"{name} must be finite numbers")
-    n = len(sizes)
-    mean_m = sum(sizes) / n
-    mean_t = sum(times) / n
-    sxx = sum((m - mean_m) ** 2 for m in sizes)
-    sxy = sum((m - mean_m) * (t - mean_t) for m, t in zip(sizes, times, strict=True))
-    b = sxy / sxx
+    by_size: dict[float, list[float]] = {}
+    for m, t in zip(sizes, times, strict=True):
+        by_size.setdefault(float(m), []).append(float(t))
+    if len(by_size) < 2:
+        raise ValueError("sizes must contain at least 2 distinct values to fit a + b*M")
+    ms = sorted(by_size)
+    ts = [statistics.median(by_size[m]) for m in ms]
+
+    def sse(a: float, b: float) -> float:
+        return sum((t - a - b * m) ** 2 for m, t in zip(ms, ts))
+
+    n = len(ms)
+    mean_m, mean_t = sum(ms) / n, sum(ts) / n
+    sxx = sum((m - mean_m) ** 2 for m in ms)
+    b = sum((m - mean_m) * (t - mean_t) for m, t in zip(ms, ts)) / sxx
     a = mean_t - b * mean_m
-    if a < 0 or b < 0:
-        raise ValueError(
-            f"least-squares fit gave a={a!r}, b={b!r}; T(M) = a + b*M needs a >= 0 and b >= 0"
+    if a >= 0 and b >= 0:
+        bound = "none"
+    else:
+        smm = sum(m * m for m in ms)
+        ray_a0 = (0.0, max(0.0, sum(m * t for m, t in zip(ms, ts)) / smm) if smm > 0 else 0.0)
+        ray_b0 = (max(0.0, mean_t), 0.0)
+        (a, b), bound = min(((ray_a0, "a=0"), (ray_b0, "b=0")), key=lambda c: sse(*c[0]))
+    if b <= 0:
+        raise NoBandwidthSignal(
+            "the all-reduce times do not grow with the message size (the best fit of T(M) = a + b*M with "
+            f"a, b >= 0 has b = 0; medians {dict(zip(ms, ts))}): every size took about the same time, so the "
+            "sizes carry no bandwidth signal"
         )
-    return CostModel(a=a, b=b)
+    model = CostModel(a=a, b=b)
+    residuals = tuple(t - model.time(m) for m, t in zip(ms, ts))
+    sst = sum((t - mean_t) ** 2 for t in ts)
+    err = sum(r * r for r in residuals)
+    r2 = 1.0 - err / sst if sst > 0 else (1.0 if err == 0 else 0.0)
+    return CostFit(model, tuple(ms), tuple(ts), residuals, r2, bound)
 
 
 @dataclass(frozen=True)

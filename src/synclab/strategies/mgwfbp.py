@@ -4,8 +4,10 @@ A run goes through four steps:
 
 1. ``setup`` (every rank, before the start barrier): timed ring all-reduces of
    several sizes on the live cluster, in interleaved rounds after one untimed
-   warm-up round; rank 0 fits T(M) = a + b·M (eq. 10, Fig. 4) by least squares
-   to the per-size medians of its own timings, with M in bytes.
+   warm-up round; rank 0 fits T(M) = a + b·M (eq. 10, Fig. 4) by non-negative least
+   squares to the per-size medians of its own timings, with M in bytes; a poor
+   fit (R² < 0.9) is a warning, and only timings with no bandwidth signal at
+   all (b = 0) stop the job.
 2. Iterations 1..P (P = ``strategy.profile_iterations``) run as WFBP (§2.3):
    each gradient is all-reduced alone as soon as it is ready. Meanwhile rank 0
    times the forward pass t_f (to the loss, gate waits excluded) and each
@@ -29,6 +31,7 @@ A run goes through four steps:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import statistics
@@ -43,6 +46,7 @@ from synclab.collective.ring import ring_allreduce_
 from synclab.plans.mgwfbp import (
     CostModel,
     MergePlan,
+    NoBandwidthSignal,
     algorithm1,
     backward_times,
     decode_merged,
@@ -60,6 +64,10 @@ from synclab.strategies.registry import register
 
 # strategy.name's plan: Algorithm 1 as printed, or the exact minimum of eq. 24
 PLAN_OF_ALGORITHM = {"paper": "mgwfbp", "optimal": "mgwfbp-opt"}
+# below this R² the fit is logged as poor (a warning, never an error: the plan is still derived)
+POOR_FIT_R2 = 0.9
+
+log = logging.getLogger(__name__)
 
 
 class MgWfbpOptions(BaseModel):
@@ -163,16 +171,25 @@ class MgWfbp(Strategy):
                                 to_next=c.peer_links.get(self._next), inbox=c.inbox, prev_name=self._prev_name)
                 if rnd >= 0:
                     seconds[s].append(time.perf_counter() - t0)
-        size_bytes = [s * buf.element_size() for s in sizes]
-        medians = [statistics.median(seconds[s]) for s in sizes]
-        self._fit = {"sizes_bytes": size_bytes, "median_seconds": medians, "repeats": self.options.fit_repeats}
+        self._fit = {"repeats": self.options.fit_repeats}
         if c.rank == 0:
+            timings = [(n * buf.element_size(), t) for n in sizes for t in seconds[n]]
             try:
-                self.cost = fit_cost_model(size_bytes, medians)
-            except ValueError as e:
-                raise RuntimeError(f"{self.name}: all-reduce timings {dict(zip(size_bytes, medians))} (bytes: "
-                                   f"seconds) do not fit T(M) = a + b·M: {e}; widen strategy.fit_sizes_params "
-                                   f"or raise strategy.fit_repeats") from None
+                fit = fit_cost_model([m for m, _ in timings], [t for _, t in timings])
+            except NoBandwidthSignal as e:
+                raise RuntimeError(f"{self.name}: {e}. Time larger all-reduces (strategy.fit_sizes_params up to "
+                                   f"the model's size) or more rounds (strategy.fit_repeats) on a link whose "
+                                   f"bandwidth the sizes can show") from None
+            self.cost = fit.model
+            self._fit.update(fit.as_record())
+            log.info("%s: T(M) = a + b*M fitted on %d sizes x %d repeats: a=%.3g s, b=%.3g s/byte, R2=%.3f%s",
+                     self.name, len(sizes), self.options.fit_repeats, fit.model.a, fit.model.b, fit.r2,
+                     "" if fit.bound == "none" else f" (bound {fit.bound})")
+            if fit.r2 < POOR_FIT_R2:
+                log.warning("%s: T(M) = a + b*M fits the all-reduce timings poorly (R2=%.3f < %.1f): sizes %s "
+                            "bytes, medians %s s, residuals %s s; consider wider strategy.fit_sizes_params or "
+                            "more strategy.fit_repeats", self.name, fit.r2, POOR_FIT_R2, list(fit.sizes),
+                            [f"{t:.3g}" for t in fit.median_times], [f"{r:.2g}" for r in fit.residuals])
 
     # -- 2. profiling iterations: WFBP while rank 0 measures t_f and t_b (§5.1) -------------------
 

@@ -13,7 +13,6 @@ from synclab.plans.mgwfbp import (
     algorithm1,
     brute_force_plan,
     comm_timeline,
-    fit_cost_model,
     iteration_time,
     non_overlapped_comm,
     optimal_plan,
@@ -54,35 +53,6 @@ def _time(plan, t_f, t_b, sizes, cost):
 
 def test_cost_model_is_a_plus_b_m():
     assert CostModel(a=2.0, b=0.5).time(10) == 7.0
-
-
-def test_fit_recovers_exact_line():
-    sizes = [0, 1e6, 4e6, 16e6]
-    cost = fit_cost_model(sizes, [9.72e-4 + 1.97e-9 * m for m in sizes])
-    assert cost.a == pytest.approx(9.72e-4, rel=1e-9)
-    assert cost.b == pytest.approx(1.97e-9, rel=1e-9)
-
-
-def test_fit_is_least_squares():
-    # points (0, 1), (1, 3), (2, 2): slope 0.5, intercept 1.5 by the normal equations
-    cost = fit_cost_model([0, 1, 2], [1, 3, 2])
-    assert (cost.a, cost.b) == pytest.approx((1.5, 0.5))
-
-
-@pytest.mark.parametrize("sizes", [[5, 5, 5], [7], []])
-def test_fit_needs_two_distinct_sizes(sizes):
-    with pytest.raises(ValueError, match="2 distinct"):
-        fit_cost_model(sizes, [1.0] * len(sizes))
-
-
-def test_fit_refuses_negative_coefficients():
-    with pytest.raises(ValueError, match="a >= 0"):
-        fit_cost_model([1, 2], [2.0, 1.0])
-
-
-def test_fit_refuses_length_mismatch():
-    with pytest.raises(ValueError, match="length"):
-        fit_cost_model([1, 2], [1.0])
 
 
 @pytest.mark.parametrize("a, b", [(-1.0, 1.0), (1.0, -1.0), (math.nan, 1.0), (1.0, math.inf)])
