@@ -54,7 +54,10 @@ def test_plan_json_records_the_measured_plan(runs, strategy, algorithm):
     record = json.loads((runs[strategy] / "plan.json").read_text())
     names = list(torch.load(runs[strategy] / "params.pt"))
     assert record["status"] == "planned" and record["algorithm"] == algorithm
-    assert record["a"] >= 0 and record["b"] >= 0 and record["t_f"] > 0
+    assert record["a"] >= 0 and record["b"] > 0 and record["t_f"] > 0
+    fit = record["cost_fit"]  # the live fit of T(M) = a + b*M: its coefficients, R² and residuals per size
+    assert (fit["a"], fit["b"]) == (record["a"], record["b"]) and fit["r2"] <= 1
+    assert len(fit["sizes"]) == len(fit["median_seconds"]) == len(fit["residuals"]) >= 2
     assert [t["name"] for t in record["tensors"]] == names
     assert all(t["t_b"] >= 0 for t in record["tensors"]) and sum(t["t_b"] for t in record["tensors"]) > 0
     assert [i for g in record["groups"] for i in g] == list(range(len(names) - 1, -1, -1))
