@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from synclab.strategies.base import ParamInfo, Strategy
+from synclab.transport.spans import SpanLog
 
 
 @dataclass(slots=True)
@@ -70,6 +71,7 @@ class FreshGates:
         self._outstanding: dict[int, int] = {}        # iteration -> parameters not yet fresh
         self.synced_at: dict[int, float] = {}         # iteration -> perf_counter when all became fresh
         self.error: BaseException | None = None
+        self.spans: SpanLog | None = None              # records a gate_wait span whenever a wait blocks
 
     def mark_stale(self, index: int, iteration: int = 0) -> None:
         layer = self._layer_of[index]
@@ -100,7 +102,13 @@ class FreshGates:
         return self._events[layer].is_set()
 
     def wait(self, layer: int) -> None:
-        self._events[layer].wait()
+        event = self._events[layer]
+        if self.spans is not None and not event.is_set():
+            t0 = self.spans.now()
+            event.wait()
+            self.spans.add("gate_wait", 0, t0, self.spans.now())
+        else:
+            event.wait()
         if self.error is not None:
             raise CommFailed(str(self.error)) from self.error
 

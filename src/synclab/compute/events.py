@@ -42,6 +42,17 @@ class EventLog:
                 w.writerow([it, self.node, self.names[idx], ev, f"{t:.6f}"])
 
 
+def earliest_event_time(run_dir: Path) -> float | None:
+    """The earliest raw (wall-clock) time in ``run_dir``'s ``events-<node>.csv`` files; None without events."""
+    t0 = None
+    for p in run_dir.glob("events-*.csv"):
+        with p.open() as f:
+            for r in csv.DictReader(f):
+                t = float(r["time_s"])
+                t0 = t if t0 is None or t < t0 else t0
+    return t0
+
+
 def merge_events(run_dir: Path, t0: float | None = None, dilation: float = 1.0) -> list[dict]:
     """Merge every ``events-<node>.csv`` into ``events.csv`` (times relative to the first event, divided by
     the run's time ``dilation``)."""
@@ -68,14 +79,25 @@ def merge_events(run_dir: Path, t0: float | None = None, dilation: float = 1.0) 
     return rows
 
 
-def chrome_trace(rows: list[dict]) -> dict:
-    """Chrome trace events: instant marks for grad_ready/params_fresh, complete spans for sends."""
-    nodes = sorted({r["node"] for r in rows})
+def chrome_trace(rows: list[dict], spans: list[dict] = ()) -> dict:
+    """Chrome trace events: instant marks for grad_ready/params_fresh, complete spans for sends, and the
+    node's wire and compute spans (``spans.csv``): compute and gate waits on the compute track, every
+    message sent or received on a track of its own."""
+    nodes = sorted({r["node"] for r in rows} | {r["node"] for r in spans})
     pid = {n: i for i, n in enumerate(nodes)}
     events: list[dict] = [{"name": "process_name", "ph": "M", "pid": pid[n], "args": {"name": n}} for n in nodes]
     for n in nodes:
         events.append({"name": "thread_name", "ph": "M", "pid": pid[n], "tid": 0, "args": {"name": "compute"}})
         events.append({"name": "thread_name", "ph": "M", "pid": pid[n], "tid": 1, "args": {"name": "communication"}})
+        events.append({"name": "thread_name", "ph": "M", "pid": pid[n], "tid": 2, "args": {"name": "wire tx"}})
+        events.append({"name": "thread_name", "ph": "M", "pid": pid[n], "tid": 3, "args": {"name": "wire rx"}})
+    span_track = {"compute": 0, "gate_wait": 0, "tx": 2, "rx": 3}
+    for r in spans:
+        name = {"compute": f"iteration {r['iteration']}", "gate_wait": "gate wait"}.get(
+            r["kind"], f"{r['kind']} {r['key']} ({r['peer']})")
+        events.append({"name": name, "cat": r["kind"], "ph": "X", "ts": r["start_s"] * 1e6,
+                       "dur": max((r["end_s"] - r["start_s"]) * 1e6, 1.0), "pid": pid[r["node"]],
+                       "tid": span_track[r["kind"]], "args": {"iteration": r["iteration"], "bytes": r["bytes"]}})
     open_sends: dict[tuple, float] = {}
     for r in rows:
         us = r["time_s"] * 1e6
@@ -93,7 +115,7 @@ def chrome_trace(rows: list[dict]) -> dict:
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
-def write_timeline(run_dir: Path, rows: list[dict]) -> Path:
+def write_timeline(run_dir: Path, rows: list[dict], spans: list[dict] = ()) -> Path:
     path = run_dir / "timeline.json"
-    path.write_text(json.dumps(chrome_trace(rows)))
+    path.write_text(json.dumps(chrome_trace(rows, spans)))
     return path

@@ -136,6 +136,36 @@ def plot_comp_comm(run: RunRecords, out_png: str | Path) -> Path:
     return _save(fig, out_png)
 
 
+def plot_overlap(run: RunRecords, rows: list[dict], out_png: str | Path) -> Path:
+    """Per iteration: each worker's seconds on the wire (bars: hidden behind compute, and not) and the
+    share hidden (line), from ``overlap.csv`` (see :mod:`synclab.report.overlap`)."""
+    by_it: dict[int, list[dict]] = {}
+    for r in rows:
+        by_it.setdefault(r["iteration"], []).append(r)
+    its = sorted(by_it)
+    talk = np.array([np.mean([r["communicating_s"] for r in by_it[i]]) for i in its])
+    hid = np.array([np.mean([r["overlapped_s"] for r in by_it[i]]) for i in its])
+    fig = Figure(figsize=(8, 4), layout="tight")
+    ax = fig.add_subplot()
+    ax.bar(its, hid, label="on the wire, compute running (hidden)", color="tab:green")
+    ax.bar(its, talk - hid, bottom=hid, label="on the wire, no compute (exposed)", color="tab:red", alpha=0.7)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("communication per worker (s, mean)")
+    share = ax.twinx()
+    with np.errstate(all="ignore"):
+        share.plot(its, np.where(talk > 0, hid / np.where(talk > 0, talk, 1), np.nan) * 100, "k.-",
+                   label="communication hidden (%)")
+    share.set_ylim(0, 105)
+    share.set_ylabel("communication hidden (%)")
+    warm = int(run.summary.get("warmup") or 0)
+    if warm and its:
+        ax.axvspan(its[0] - 0.5, its[0] + warm - 0.5, color="grey", alpha=0.15, label="warm-up")
+    ax.legend(fontsize=8, loc="upper left")
+    share.legend(fontsize=8, loc="upper right")
+    ax.set_title(_title(run), fontsize=9)
+    return _save(fig, out_png)
+
+
 def plot_loss(run: RunRecords, out_png: str | Path) -> Path:
     """Training loss per iteration: every worker faint, their mean bold."""
     by_rank: dict[int, list[IterationRow]] = {}
@@ -162,12 +192,18 @@ def plot_loss(run: RunRecords, out_png: str | Path) -> Path:
 
 def write_report(run_dir: str | Path) -> list[Path]:
     """Draw every figure of a run into its directory and return their paths:
-    ``throughput.png``, ``comp-comm.png``, ``loss.png`` and ``traffic-<worker>.png`` for the
-    first worker with a traffic trace (worker0 normally)."""
+    ``throughput.png``, ``comp-comm.png``, ``loss.png``, ``overlap.png`` when the run communicated
+    (``overlap.csv``), ``traffic-<worker>.png`` for the first worker with a traffic trace (worker0
+    normally) and ``timeline.png``."""
+    from synclab.report.overlap import read_overlap
+
     run = load_run(run_dir)
     d = run.run_dir
     out = [plot_throughput(run, d / "throughput.png"), plot_comp_comm(run, d / "comp-comm.png"),
            plot_loss(run, d / "loss.png")]
+    overlap = read_overlap(d / "overlap.csv") if (d / "overlap.csv").exists() else []
+    if any(r["communicating_s"] > 0 for r in overlap):
+        out.append(plot_overlap(run, overlap, d / "overlap.png"))
     if run.workers:
         w = run.workers[0]
         out.append(plot_traffic(run, w, d / f"traffic-{w}.png"))

@@ -30,9 +30,11 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
     - ``compute_seconds_mean`` and ``comm_wait_seconds_mean``: means of
       ``compute_s`` and ``comm_wait_s`` over every measured (worker, iteration) row.
     - When every measured row has ``comm_span_s``: ``comm_span_seconds_mean``
-      likewise, and ``overlap_fraction = 1 − comm_wait_seconds_mean /
-      comm_span_seconds_mean`` (clamped to [0, 1]): the share of communication
-      hidden behind compute.
+      likewise — the time from an iteration's first gradient to all its
+      parameters fresh (it contains the rest of backward, so it is not the
+      communication time; the share of communication hidden behind compute is
+      ``communication_hidden``, measured from the wire by
+      :mod:`synclab.report.overlap`).
     - ``measured_iterations``: how many iterations the figures cover.
     - When measured rows carry ``schedule_error_s`` (replay): ``schedule_error``
       with the mean and max seconds, and the p50/p99/max of each row's
@@ -71,9 +73,7 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
         "comm_wait_seconds_mean": float(np.mean([r.comm_wait_s for r in measured])),
     }
     if all(r.comm_span_s is not None for r in measured):
-        span = float(np.mean([r.comm_span_s for r in measured]))
-        out["comm_span_seconds_mean"] = span
-        out["overlap_fraction"] = min(1.0, max(0.0, 1 - out["comm_wait_seconds_mean"] / span)) if span > 0 else None
+        out["comm_span_seconds_mean"] = float(np.mean([r.comm_span_s for r in measured]))
     sched = [r for r in measured if r.schedule_error_s is not None]
     if sched:
         err = np.array([r.schedule_error_s for r in sched])

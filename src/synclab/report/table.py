@@ -47,9 +47,12 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("compute / non-overlapped comm",
          f"{_ms(g('compute_seconds_mean'))} / {_ms(g('comm_wait_seconds_mean'))} per iteration"),
     ]
-    if g("overlap_fraction") is not None:
+    if "communication_hidden" in summary:
+        hidden = g("communication_hidden")
         rows.append(("communication hidden",
-                     f"{g('overlap_fraction') * 100:.0f}% of a {_ms(g('comm_span_seconds_mean'))} span"))
+                     "n/a (no communication)" if hidden is None else
+                     f"{hidden * 100:.0f}% of {_ms(g('communicating_seconds_mean'))} on the wire per iteration "
+                     "(wire time during which forward/backward ran ÷ wire time)"))
     rows.append(("loss", f"{_num(g('initial_loss'), '.4f')} → {_num(g('final_loss'), '.4f')}"))
     sent = g("bytes_sent") or {}
     rows.append(("bytes sent", ", ".join(f"{n} {fmt_bytes(sent[n])}" for n in sorted(sent, key=natural_key))

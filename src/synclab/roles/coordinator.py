@@ -260,12 +260,14 @@ def versions() -> dict[str, str]:
             "platform": platform.platform()}
 
 
-def build_summary(job: JobState, rows: list[dict]) -> dict:
+def build_summary(job: JobState, rows: list[dict], overlap: list[dict] | None = None) -> dict:
     from synclab.report import compute_summary
+    from synclab.report.overlap import summarize
 
     spec = job.spec
     n_workers = job.expected[pb.WORKER]
     figures = compute_summary(rows, warmup=spec.run.warmup)
+    figures.update(summarize(overlap or [], warmup=spec.run.warmup))
     losses: dict[int, list[float]] = {}
     for r in rows:
         losses.setdefault(r["iteration"], []).append(r["loss"])
@@ -377,11 +379,21 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
         server.stop(1)
         return 1
     job.state = "finished"
-    from synclab.compute.events import merge_events, write_timeline
+    from synclab.compute.events import earliest_event_time, merge_events, write_timeline
+    from synclab.report.overlap import overlap_rows, write_overlap
+    from synclab.transport.spans import merge_spans, read_raw_spans
 
-    event_rows = merge_events(run_dir, dilation=spec.run.dilation)
-    if event_rows:
-        write_timeline(run_dir, event_rows)
-    (run_dir / "summary.json").write_text(json.dumps(build_summary(job, rows), indent=2) + "\n")
+    raw_spans = read_raw_spans(run_dir)
+    starts = [t for t in (earliest_event_time(run_dir), min((r["start_s"] for r in raw_spans), default=None))
+              if t is not None]
+    t0 = min(starts) if starts else 0.0
+    event_rows = merge_events(run_dir, t0=t0, dilation=spec.run.dilation)
+    span_rows = merge_spans(run_dir, t0=t0, dilation=spec.run.dilation)
+    if event_rows or span_rows:
+        write_timeline(run_dir, event_rows, span_rows)
+    overlap = overlap_rows(span_rows)
+    if overlap:
+        write_overlap(run_dir / "overlap.csv", overlap)
+    (run_dir / "summary.json").write_text(json.dumps(build_summary(job, rows, overlap), indent=2) + "\n")
     server.stop(1).wait(3)
     return 0

@@ -19,6 +19,7 @@ from synclab.ps.serve_queue import make_serve_queue
 from synclab.ps.shard import PushRejected, Shard
 from synclab.roles.bootstrap import join, report_network, reshaper, shaper_for
 from synclab.transport.node import NodeTransport
+from synclab.transport.spans import SpanLog
 from synclab.wire import pb
 from synclab.wire.channels import scale_keepalive
 
@@ -47,10 +48,11 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         except PushRejected as e:
             context.abort(grpc.StatusCode.NOT_FOUND, str(e))
 
+    spans = SpanLog(j.name, enabled=spec.run.events)
     transport = NodeTransport(j.name, token, on_message=on_message, on_error=on_error, policy="priority",
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
                               shaper=shaper_for(spec, "ps"), meter=j.metrics,
-                              connect_timeout_s=spec.run.connect_timeout_s)
+                              connect_timeout_s=spec.run.connect_timeout_s, spans=spans)
     transport.serve(host, j.port, ps=True, pull_handler=pull)
     report_network(spec, "ps", j.metrics)
     client = j.client
@@ -84,6 +86,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         client.barrier("end", n_nodes)
         if not shard.wait_settled(spec.run.iterations, spec.run.connect_timeout_s):
             raise TimeoutError(f"{j.name}: pushes or pulls of the last iterations did not arrive")
+        spans.write(j.run_dir / f"spans-{j.name}.csv")
         ok = not failure
         message = "; ".join(failure)
     except Exception as e:  # reported to the coordinator, then re-raised for the exit code

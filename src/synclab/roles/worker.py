@@ -22,6 +22,7 @@ from synclab.roles.client import JobAborted
 from synclab.strategies import WorkerContext, registry
 from synclab.transport.inbox import Inbox
 from synclab.transport.node import NodeTransport
+from synclab.transport.spans import SpanLog
 from synclab.wire.channels import scale_keepalive
 from synclab.wire import pb
 
@@ -61,6 +62,8 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     inbox = Inbox()
     events = EventLog(j.name, [i.name for i in engine.infos], enabled=spec.run.events)
     engine.events = events
+    spans = SpanLog(j.name, enabled=spec.run.events)
+    engine.gates.spans = spans
     stop_reason: list[str] = []
 
     def on_error(peer, err):
@@ -76,7 +79,8 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
 
     transport = NodeTransport(j.name, token, on_message=inbox.deliver, on_error=on_error, policy=cls.send_policy,
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
-                              shaper=shaper_for(spec, "worker"), meter=metrics, connect_timeout_s=spec.run.connect_timeout_s)
+                              shaper=shaper_for(spec, "worker"), meter=metrics, connect_timeout_s=spec.run.connect_timeout_s,
+                              spans=spans)
     transport.serve(host, j.port, peer=True)
     report_network(spec, "worker", metrics)
     ok, message = False, ""
@@ -113,9 +117,10 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         strategy.setup()
         client.barrier("ready", n_nodes)
         _train(spec, engine, strategy, client, metrics, None if engine.replay else dataset_for(spec), current,
-               n_nodes)
+               n_nodes, spans)
         strategy.on_train_end()
         events.write(j.run_dir / f"events-{j.name}.csv")
+        spans.write(j.run_dir / f"spans-{j.name}.csv")
         if rank == 0:
             torch.save(engine.state_dict(), j.run_dir / "params.pt")
         client.flush_reports()
@@ -161,7 +166,8 @@ def dataset_for(spec):
     return make_dataset(spec.data.name, input_spec, seed=spec.run.seed, root=spec.data.root, size=spec.data.size)
 
 
-def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: list[int], n_nodes: int) -> None:
+def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: list[int], n_nodes: int,
+           spans: SpanLog) -> None:
     rank = strategy.ctx.rank
     batch = spec.model.batch_size
     shard = strategy.data_shard()
@@ -202,6 +208,7 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
         x, y = dataset.batch(it - 1, data_rank, data_world, data_batch) if data_world else (None, None)
         timing = strategy.run_iteration(engine, it, x, y, start)
         computed = time.perf_counter()
+        spans.add("compute", it, spans.wall(start), spans.wall(computed))
         if prev is not None:  # every gate of this forward opened, so the previous iteration's sync is complete
             report(prev, start, prev_checksum)
         prev_checksum = math.nan

@@ -20,6 +20,7 @@ from typing import Iterator, Protocol
 
 from synclab.transport.scheduler import SendScheduler
 from synclab.transport.shaper import LinkShaper
+from synclab.transport.spans import SpanLog
 from synclab.wire import pb
 from synclab.wire.frames import Message
 
@@ -49,13 +50,14 @@ def priority_band(priority: int) -> str:
 
 class Link:
     def __init__(self, owner: str, peer: str, *, policy: str, chunk_bytes: int, capacity_bytes: int,
-                 shaper: LinkShaper | None, meter: ByteMeter):
-        self.owner, self.peer, self.meter = owner, peer, meter
+                 shaper: LinkShaper | None, meter: ByteMeter, spans: SpanLog | None = None):
+        self.owner, self.peer, self.meter, self.spans = owner, peer, meter, spans
         self.scheduler = SendScheduler(owner, policy, chunk_bytes, capacity_bytes,
                                        on_depth=lambda band, n: meter.set_queue_bytes(peer, priority_band(band), n))
         self.shaper = shaper or LinkShaper()
         self.abort_error: BaseException | None = None
         self.bytes_sent = 0
+        self._tx_first: dict[tuple, float] = {}  # message -> when its first chunk went to gRPC (spans on)
 
     def send(self, msg: Message) -> Future:
         return self.scheduler.put(msg)
@@ -78,7 +80,19 @@ class Link:
                 bucket.consume(n + FRAME_OVERHEAD_BYTES, backlogged)
             self.bytes_sent += n
             self.meter.add_sent(self.peer, KIND_NAMES[frame.header.kind], n)
+            if self.spans is not None:
+                self._span(frame.header, n)
             yield frame
+
+    def _span(self, h: pb.FrameHeader, n: int) -> None:
+        """A message's tx span: from its first chunk to its last, as handed to gRPC."""
+        now = self.spans.now()
+        mid = (h.key, h.slice, h.iteration, h.tag)
+        if h.offset == 0:
+            self._tx_first[mid] = now
+        if h.offset + n >= h.total_bytes:
+            self.spans.add("tx", h.iteration, self._tx_first.pop(mid, now), now, peer=self.peer, key=h.key,
+                           slice_=h.slice, nbytes=h.total_bytes)
 
     def frames(self) -> Iterator[pb.Frame]:
         if self.shaper.delay_s <= 0:

@@ -18,6 +18,7 @@ import grpc
 
 from synclab.transport.link import KIND_NAMES, ByteMeter, Link, NullMeter
 from synclab.transport.shaper import LinkShaper
+from synclab.transport.spans import SpanLog
 from synclab.wire import pb, rpc
 from synclab.wire.channels import caller_node, make_server, open_channel
 from synclab.wire.frames import FrameError, Reassembler, Received
@@ -37,8 +38,9 @@ class NodeTransport:
     def __init__(self, name: str, token: str, *, on_message: MessageHandler, on_error: ErrorHandler | None = None,
                  policy: str = "fifo", chunk_bytes: int = 1 << 20, queue_bytes: int = 64 << 20,
                  shaper: LinkShaper | None = None, meter: ByteMeter | None = None, connect_timeout_s: float = 30.0,
-                 max_streams: int = 64):
+                 max_streams: int = 64, spans: SpanLog | None = None):
         self.name, self._token = name, token
+        self.spans = spans
         self.on_message, self.on_error = on_message, on_error or self._log_error
         self.policy, self.chunk_bytes, self.queue_bytes = policy, chunk_bytes, queue_bytes
         self.shaper = shaper or LinkShaper()
@@ -69,7 +71,7 @@ class NodeTransport:
 
     def _new_link(self, peer: str) -> Link:
         return Link(self.name, peer, policy=self.policy, chunk_bytes=self.chunk_bytes, capacity_bytes=self.queue_bytes,
-                    shaper=self.shaper, meter=self.meter)
+                    shaper=self.shaper, meter=self.meter, spans=self.spans)
 
     def _accept_stream(self, request_iterator, context) -> Iterable[pb.Frame]:
         peer = caller_node(context) or context.peer()
@@ -86,12 +88,20 @@ class NodeTransport:
     def _read(self, peer: str, frames: Iterable[pb.Frame], reverse: Link | None) -> None:
         """Reassemble and dispatch inbound frames from one stream until it ends."""
         reasm = Reassembler(max_chunk_bytes=self.chunk_bytes)
-        meter = self.meter
+        meter, spans = self.meter, self.spans
+        rx_first: dict[tuple, float] = {}
         try:
             for frame in frames:
-                meter.add_received(peer, KIND_NAMES.get(frame.header.kind, "unknown"), len(frame.payload))
+                h = frame.header
+                meter.add_received(peer, KIND_NAMES.get(h.kind, "unknown"), len(frame.payload))
+                if spans is not None and h.offset == 0:
+                    rx_first[(h.key, h.slice, h.iteration, h.tag)] = spans.now()
                 msg = reasm.add(frame)
                 if msg is not None:
+                    if spans is not None:
+                        now = spans.now()
+                        spans.add("rx", h.iteration, rx_first.pop((h.key, h.slice, h.iteration, h.tag), now), now,
+                                  peer=peer, key=h.key, slice_=h.slice, nbytes=h.total_bytes)
                     self.on_message(msg)
         except (FrameError, ValueError) as e:
             if reverse is not None:  # server side: refuse the stream
