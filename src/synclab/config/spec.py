@@ -208,7 +208,7 @@ class RunSpec(_Section):
     heartbeat_s: float = Field(1.0, gt=0)
     heartbeat_timeout_s: float = Field(30.0, gt=0)
     connect_timeout_s: float = Field(30.0, gt=0)
-    events: bool = Field(True, description="record per-tensor events (events.csv, timeline.json)")
+    events: bool = Field(True, description="record per-tensor events and wire/compute spans (events.csv, spans.csv, overlap.csv, timeline.json)")
     linger_s: float = Field(0.0, ge=0, description="keep metrics endpoints up this long after the job ends")
     dilation: float = Field(1.0, gt=0, le=1000, description="time dilation D: compute times x D, link rates / D; "
                                                              "records divided back (replay only)")

@@ -267,7 +267,8 @@ def build_summary(job: JobState, rows: list[dict], overlap: list[dict] | None = 
     spec = job.spec
     n_workers = job.expected[pb.WORKER]
     figures = compute_summary(rows, warmup=spec.run.warmup)
-    figures.update(summarize(overlap or [], warmup=spec.run.warmup))
+    if spec.run.events:  # spans are recorded with the events; without them there is no measure, not "none"
+        figures.update(summarize(overlap or [], warmup=spec.run.warmup))
     losses: dict[int, list[float]] = {}
     for r in rows:
         losses.setdefault(r["iteration"], []).append(r["loss"])
