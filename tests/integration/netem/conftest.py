@@ -1,10 +1,15 @@
-"""Skips for the netns tests (root, iproute2, tbf/htb) and a goodput table printed at the end of the run."""
+"""Skips for the netns tests (root, iproute2, tbf/htb) and a goodput table printed at the end of the run.
+
+A missing prerequisite goes through :func:`support.netns.unavailable`: a skip, or a
+failure under ``SYNCLAB_REQUIRE_NETNS=1``.
+"""
 
 import os
 import shutil
 
 import pytest
 
+from support.netns import unavailable
 from synclab.netem import tc
 
 GOODPUT_ROWS: list[dict] = []
@@ -23,10 +28,10 @@ def _why_not() -> str | None:
 def kernel_backends() -> frozenset[str]:
     why = _why_not()
     if why:
-        pytest.skip(why)
+        unavailable(why)
     found = tc.detect_backends()
     if not {"tbf", "htb"} & found:
-        pytest.skip(f"the kernel offers neither tbf nor htb (found: {sorted(found)})")
+        unavailable(f"the kernel offers neither tbf nor htb (found: {sorted(found)})")
     return found
 
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from support.netns import unavailable
 from synclab.netem import tc
 from synclab.netem.bench import iperf3_available, iperf3_goodput, tcp_goodput
 from synclab.netem.netns import NetnsCluster, Topology, cleanup_leftovers, list_links, list_netns
@@ -57,7 +58,7 @@ def measure(c, rate_bps, what, report, *, duration_s=2.0, iperf=True):
 @pytest.mark.parametrize("backend", ["tbf", "htb"])
 def test_shaped_goodput_matches_the_configured_rate(backend, kernel_backends, make_cluster, goodput_report):
     if backend not in kernel_backends:
-        pytest.skip(f"kernel has no {backend}")
+        unavailable(f"kernel has no {backend}")
     p = profile_from_mapping({"rate": "200mbit", "direction": "both"}, name="200mbit")
     c = make_cluster(["a", "b"], p, prefer=(backend,))
     for node in ("a", "b"):
@@ -122,7 +123,7 @@ def test_every_stock_profile_applies_and_reads_back(kernel_backends, make_cluste
 @pytest.mark.parametrize("backend", ["tbf", "htb"])
 def test_apply_and_clear_are_idempotent_on_a_real_device(backend, kernel_backends, make_cluster):
     if backend not in kernel_backends:
-        pytest.skip(f"kernel has no {backend}")
+        unavailable(f"kernel has no {backend}")
     c = make_cluster(["a", "b"])
     ns = c.topology.netns("a")
     p = profile_from_mapping({"rate": "1gbit", "direction": "both"})
