@@ -16,45 +16,13 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch import nn
 
-from synclab.strategies.base import ParamInfo, Strategy
+from synclab.core import CommFailed, GradientSink, IterationTiming, ParamInfo, param_layout
 from synclab.transport.spans import SpanLog
-
-
-@dataclass(slots=True)
-class IterationTiming:
-    iteration: int
-    start: float           # perf_counter at the start of forward
-    compute_s: float       # forward + backward, gate waits excluded
-    gate_wait_s: float     # time forward spent waiting for parameters
-    loss: float
-    samples: int
-    first_grad: float = 0.0  # perf_counter when backward handed over the first gradient
-    schedule_error_s: float = float("nan")  # replay: compute time beyond the profiled time (NaN for real compute)
-
-
-def param_layout(model: nn.Module) -> tuple[list[ParamInfo], list[torch.Tensor], list[nn.Module]]:
-    """Parameters in forward (registration) order with the layer (owning module) of each."""
-    infos, tensors, layers = [], [], []
-    for module_name, module in model.named_modules():
-        own = list(module.named_parameters(recurse=False))
-        if not own:
-            continue
-        layers.append(module)
-        for pname, p in own:
-            name = f"{module_name}.{pname}" if module_name else pname
-            infos.append(ParamInfo(len(infos), name, tuple(p.shape), p.numel(), len(layers) - 1))
-            tensors.append(p)
-    return infos, tensors, layers
-
-
-class CommFailed(RuntimeError):
-    """The communication thread (strategy or transport) failed; the worker must stop."""
 
 
 class FreshGates:
@@ -125,7 +93,7 @@ class FreshGates:
 class CommThread:
     """Runs strategy callbacks in order, off the compute thread."""
 
-    def __init__(self, strategy_ref: Callable[[], Strategy], gates: FreshGates):
+    def __init__(self, strategy_ref: Callable[[], GradientSink], gates: FreshGates):
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._strategy = strategy_ref
         self._gates = gates
@@ -161,14 +129,14 @@ class EngineBase:
     def __init__(self, infos: list[ParamInfo], tensors: list[torch.Tensor], n_layers: int):
         self.infos, self.tensors = infos, tensors
         self.gates = FreshGates(infos, n_layers)
-        self.strategy: Strategy | None = None
+        self.strategy: GradientSink | None = None
         self.events = None  # an EventLog, set by the worker
         self.comm = CommThread(lambda: self.strategy, self.gates)
         self._iteration = 0
         self._gate_wait_s = 0.0
         self._first_grad = 0.0
 
-    def attach(self, strategy: Strategy) -> None:
+    def attach(self, strategy: GradientSink) -> None:
         self.strategy = strategy
 
     def hand_over(self, index: int, grad: torch.Tensor) -> None:

@@ -87,7 +87,7 @@ def measure_profile(model_name: str, *, batch_size: int, device: str = "cpu", it
                     warmup: int = 3, options: dict | None = None, seed: int = 0,
                     progress: Callable[[int, int], None] | None = None) -> ModelProfile:
     """Build ``model_name``, run ``warmup + iterations`` training iterations on synthetic data, and profile them."""
-    from synclab.compute.engine import param_layout
+    from synclab.core import param_layout
     from synclab.data import make_dataset
     from synclab.models import build_model, conv_fc_boundary, model_input_spec
 

@@ -44,9 +44,9 @@ from collections.abc import Sequence
 
 import torch
 
-from synclab.compute.engine import EngineBase, IterationTiming
+from synclab.compute.engine import EngineBase
 from synclab.compute.profile import ModelProfile
-from synclab.strategies.base import ParamInfo
+from synclab.core import IterationTiming, ParamInfo
 
 SPIN_S = 0.0005
 

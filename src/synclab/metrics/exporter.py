@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import threading
-from typing import Self
+from typing import Protocol, Self
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from synclab.metrics.node import NodeMetrics
+
+class Served(Protocol):
+    """What :func:`serve` and :func:`stop` need of a node's metrics (``NodeMetrics`` has both)."""
+
+    registry: CollectorRegistry
+    exporters: list["Exporter"]
 
 
 class Exporter:
@@ -41,7 +46,7 @@ class Exporter:
         self.stop()
 
 
-def serve(metrics: NodeMetrics, host: str = "0.0.0.0", port: int = 0) -> int:
+def serve(metrics: Served, host: str = "0.0.0.0", port: int = 0) -> int:
     """Serve ``metrics`` over HTTP and return the port bound (``port=0``: any free one).
 
     The exporter is recorded in ``metrics.exporters``; :func:`stop` ends it.
@@ -51,7 +56,7 @@ def serve(metrics: NodeMetrics, host: str = "0.0.0.0", port: int = 0) -> int:
     return exporter.port
 
 
-def stop(metrics: NodeMetrics) -> None:
+def stop(metrics: Served) -> None:
     """Stop every exporter :func:`serve` started for ``metrics`` (idempotent)."""
     while metrics.exporters:
         metrics.exporters.pop().stop()

@@ -11,14 +11,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from synclab.metrics.exporter import Exporter
 from synclab.metrics.interfaces import DEFAULT_EXCLUDE, SYS_NET, InterfaceCollector, list_interfaces, select_interfaces
-
-if TYPE_CHECKING:
-    from synclab.metrics.exporter import Exporter
 
 # 1-2.5-5 per decade from 1 ms to 100 s: a replayed small model to a slow-link ImageNet iteration.
 ITERATION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0,

@@ -12,7 +12,8 @@ import time
 
 import torch
 
-from synclab.compute.engine import CommFailed, Engine
+from synclab.compute.engine import Engine
+from synclab.core import CommFailed
 from synclab.compute.events import EventLog
 from synclab.compute.replay import ReplayEngine
 from synclab.data import make_dataset
@@ -146,7 +147,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
 
 def replay_engine(spec, device: torch.device) -> ReplayEngine:
     """A :class:`ReplayEngine` for the spec's (inline) profile: real tensors of the model's shapes, seeded."""
-    from synclab.compute.engine import param_layout
+    from synclab.core import param_layout
     from synclab.strategies import registry
 
     profile = spec.compute.model_profile()

@@ -18,32 +18,20 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from synclab.compute.engine import EngineBase
+from synclab.core import IterationTiming, ParamInfo
 from synclab.ps.optimizer import sgd_momentum_
 from synclab.transport.inbox import Inbox
 from synclab.transport.link import Link
 
-if TYPE_CHECKING:
-    from synclab.compute.engine import Engine, IterationTiming
-
 
 class NoOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-@dataclass(frozen=True, slots=True)
-class ParamInfo:
-    """One parameter tensor, in forward order: ``index`` 0 is the first layer's first tensor."""
-
-    index: int
-    name: str
-    shape: tuple[int, ...]
-    numel: int
-    layer: int
 
 
 @dataclass(slots=True)
@@ -117,7 +105,7 @@ class Strategy(ABC):
         """(data_rank, data_world) this worker reads its batch as; None for a worker that reads no data."""
         return self.ctx.rank, self.ctx.world
 
-    def run_iteration(self, engine: "Engine", iteration: int, x, y, start: float) -> "IterationTiming":
+    def run_iteration(self, engine: EngineBase, iteration: int, x, y, start: float) -> IterationTiming:
         """One iteration of compute. Strategies that split the model (Stanza) override this."""
         return engine.run_iteration(iteration, x, y, start=start)
 

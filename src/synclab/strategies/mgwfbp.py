@@ -59,7 +59,8 @@ from synclab.plans.mgwfbp import (
     synceasgd_plan,
     wfbp_plan,
 )
-from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
+from synclab.core import ParamInfo
+from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
 
 # strategy.name's plan: Algorithm 1 as printed, or the exact minimum of eq. 24

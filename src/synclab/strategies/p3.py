@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from synclab.plans.sharding import Partition
 from synclab.plans.slicing import DEFAULT_SLICE_PARAMS, slice_tensors
-from synclab.strategies.base import ParamInfo
+from synclab.core import ParamInfo
 from synclab.strategies.ps import PsStrategy
 from synclab.strategies.registry import register
 

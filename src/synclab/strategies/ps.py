@@ -19,7 +19,8 @@ from typing import ClassVar
 import torch
 
 from synclab.plans.sharding import Partition, kvstore_partitions
-from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
+from synclab.core import ParamInfo
+from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId, Received

@@ -69,7 +69,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -79,13 +79,13 @@ from synclab.collective.schedules import segment_bounds
 from synclab.compute.profile import ModelProfileError, read_profile_json
 from synclab.config.units import parse_rate_bps
 from synclab.plans.stanza import PsProfile, StanzaProfile, stanza_iteration_time, stanza_throughput
-from synclab.strategies.base import ParamInfo, Strategy, WorkerContext
+from synclab.compute.engine import EngineBase
+from synclab.core import CommFailed, IterationTiming, ParamInfo
+from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId
 
-if TYPE_CHECKING:
-    from synclab.compute.engine import Engine, IterationTiming
 
 FC_PREFIX = "classifier."
 CONV_PREFIX = "features."
@@ -293,9 +293,7 @@ class Stanza(Strategy):
     def data_shard(self) -> tuple[int, int] | None:
         return None if self.is_fc else (self.ctx.rank, self.n_c)
 
-    def run_iteration(self, engine: "Engine", iteration: int, x, y, start: float) -> "IterationTiming":
-        from synclab.compute.engine import CommFailed, IterationTiming  # the engine imports strategies
-
+    def run_iteration(self, engine: EngineBase, iteration: int, x, y, start: float) -> IterationTiming:
         if engine.replay:
             return self._replay_iteration(engine, iteration, start)
         features, classifier = getattr(engine.model, "features", None), getattr(engine.model, "classifier", None)
@@ -364,11 +362,9 @@ class Stanza(Strategy):
         compute_s = time.perf_counter() - t0 - engine.gate_wait_s
         return compute_s, float(loss.detach()), 0
 
-    def _replay_iteration(self, engine, iteration: int, start: float) -> "IterationTiming":
+    def _replay_iteration(self, engine, iteration: int, start: float) -> IterationTiming:
         """The same iteration with replayed compute: profiled CONV/FC times, zero-valued activations of the
         profile's size A per sample (the real bytes), an FC worker's FC time × the CONV workers it serves."""
-        from synclab.compute.engine import IterationTiming
-
         c = self.ctx
         boundary = engine.profile.boundary
         if boundary is None:

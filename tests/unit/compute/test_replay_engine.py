@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from synclab.compute.engine import param_layout
+from synclab.core import param_layout
 from synclab.compute.profile import parse_model_profile
 from synclab.compute.replay import ReplayEngine, sleep_until
 from synclab.models import build_model

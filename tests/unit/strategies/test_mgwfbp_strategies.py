@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from synclab.plans.mgwfbp import CostModel, MergePlan, algorithm1, optimal_plan
-from synclab.strategies.base import ParamInfo, WorkerContext
+from synclab.core import ParamInfo
+from synclab.strategies.base import WorkerContext
 from synclab.strategies.mgwfbp import MgWfbp, MgWfbpOpt, MgWfbpOptions
 from synclab.strategies.synceasgd import SyncEasgd
 from synclab.transport.inbox import Inbox

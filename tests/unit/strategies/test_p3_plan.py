@@ -4,7 +4,8 @@ import pytest
 from pydantic import ValidationError
 
 from synclab.config import SpecError, parse_spec
-from synclab.strategies import ParamInfo, registry
+from synclab.core import ParamInfo
+from synclab.strategies import registry
 from synclab.strategies.p3 import P3, P3Options, P3Slicing
 
 # two layers of (weight, bias), then a last layer; layer indices as the engine numbers them

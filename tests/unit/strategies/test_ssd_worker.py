@@ -13,7 +13,8 @@ import torch
 
 from synclab.plans.sharding import kvstore_partitions
 from synclab.ps.shard import Shard
-from synclab.strategies import ParamInfo, WorkerContext
+from synclab.core import ParamInfo
+from synclab.strategies import WorkerContext
 from synclab.strategies.asgd import Asgd
 from synclab.strategies.ssdsgd import SsdSgd, SsdSgdOptions
 from synclab.transport.inbox import Inbox

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from synclab.plans.stanza import StanzaProfile, choose_fc_workers
-from synclab.strategies.base import ParamInfo
+from synclab.core import ParamInfo
 from synclab.strategies.stanza import (
     ProfileError,
     Stanza,
