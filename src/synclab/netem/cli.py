@@ -1,8 +1,8 @@
-"""Command logic for link profiles and netns leftovers, as plain functions plus a small Typer app.
+"""Command logic for link profiles and netns leftovers, as plain functions returning exit codes.
 
-The lead CLI mounts :data:`app` (``app.add_typer(netem_cli.app)`` or by calling
-:func:`profiles_command` / :func:`cleanup_command` from its own commands). Bad
-profiles exit 2 with a message that names the file and field.
+``synclab profiles [--check]`` and ``synclab cleanup`` (``synclab.cli``) call
+:func:`profiles_command` and :func:`cleanup_command`. Bad profiles exit 2 with a
+message that names the file and field.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import typer
 from rich.console import Console
 from rich.table import Table
 
 from synclab.netem.profile import LinkProfile, ProfileError, list_profiles, load_profile
 from synclab.netem.tc import choose_backend, detect_backends, has_net_admin
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Link profiles and network emulation.")
-
 
 def profile_rows(profiles: Sequence[LinkProfile], *, available: frozenset[str] | None = None,
                  privileged: bool = False) -> list[dict[str, Any]]:
@@ -93,21 +89,3 @@ def cleanup_command(prefix: str, *, force: bool = False, console: Console | None
         console.print(f"removed {r}")
     console.print(f"{len(removed)} leftover(s) removed" if removed else "nothing to clean up")
     return 0
-
-
-@app.command("profiles")
-def profiles(names: list[str] = typer.Argument(None, help="Profile names or YAML paths (default: all)."),
-             profiles_dir: list[Path] | None = typer.Option(None, "--profiles-dir",
-                                                               help="Search these directories instead."),
-             as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-             check: bool = typer.Option(False, "--check",
-                                        help="Also show which backend this machine would use (probes the kernel).")):
-    """List link profiles and their values (rate, burst, queue, delay, jitter, loss, direction, roles)."""
-    raise typer.Exit(profiles_command(names or (), dirs=profiles_dir, as_json=as_json, check=check))
-
-
-@app.command("cleanup")
-def cleanup(prefix: str = typer.Option("slb", help="Name prefix of the leftovers (default: all of SyncLab's)."),
-            force: bool = typer.Option(False, help="Also remove clusters whose owner process is still alive.")):
-    """Remove namespaces, veths, bridges, iptables rules and /etc/netns entries left by crashed runs."""
-    raise typer.Exit(cleanup_command(prefix, force=force))
