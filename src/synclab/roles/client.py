@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -62,11 +61,13 @@ class CoordinatorClient:
     def cluster(self, timeout: float) -> list[pb.NodeInfo]:
         return list(self._call(self.stub.GetCluster, pb.ClusterRequest(node=self.node), timeout=timeout).nodes)
 
-    def publish_plan(self, plan: dict) -> None:
-        self._call(self.stub.PublishPlan, pb.PublishPlanRequest(node=self.node, plan_json=json.dumps(plan)), timeout=30)
+    def publish_plan(self, plan_json: str) -> None:
+        """Publish rank 0's plan (a validated plan model as JSON, see synclab.plans.schema)."""
+        self._call(self.stub.PublishPlan, pb.PublishPlanRequest(node=self.node, plan_json=plan_json), timeout=30)
 
-    def plan(self, timeout: float) -> dict:
-        return json.loads(self._call(self.stub.GetPlan, pb.PlanRequest(node=self.node), timeout=timeout).plan_json)
+    def plan(self, timeout: float) -> str:
+        """The published plan as JSON; the reader validates it with its strategy's plan model."""
+        return self._call(self.stub.GetPlan, pb.PlanRequest(node=self.node), timeout=timeout).plan_json
 
     def barrier(self, name: str, participants: int, timeout: float | None = None) -> None:
         self._call(self.stub.Barrier, pb.BarrierRequest(name=name, node=self.node, participants=participants),

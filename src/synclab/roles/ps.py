@@ -14,9 +14,10 @@ import time
 
 import grpc
 
-from synclab.plans.sharding import Partition
+from synclab.plans.schema import PlanError, ServerPlan, read_plan
 from synclab.ps.serve_queue import make_serve_queue
 from synclab.ps.shard import PushRejected, Shard
+from synclab.strategies import registry
 from synclab.roles.bootstrap import join, report_network, reshaper, shaper_for
 from synclab.transport.node import NodeTransport
 from synclab.transport.spans import SpanLog
@@ -60,11 +61,14 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
     try:
         nodes = client.cluster(timeout=spec.run.connect_timeout_s)
         workers = [n.name for n in nodes if n.role == pb.WORKER]
-        plan = client.plan(timeout=spec.run.connect_timeout_s * 4)
-        parts = [Partition(**p) for p in plan["partitions"]]
+        strategy = registry.get(spec.strategy.name)
+        plan = read_plan(strategy.Plan, client.plan(timeout=spec.run.connect_timeout_s * 4), strategy.name)
+        if not isinstance(plan, ServerPlan):
+            raise PlanError(f"strategy {strategy.name!r} publishes a {type(plan).__name__}, which has no PS placement")
+        parts = list(plan.partitions)
         holder["shard"] = shard = Shard(j.node.index, parts, workers, lr=spec.optimizer.lr,
                                         momentum=spec.optimizer.momentum, weight_decay=spec.optimizer.weight_decay,
-                                        mode=plan.get("server_mode", "notify-pull"), max_ahead=plan.get("max_ahead", 1),
+                                        mode=plan.server_mode, max_ahead=plan.max_ahead,
                                         send=lambda w, m: transport.reverse_link(w, spec.run.connect_timeout_s).send(m),
                                         on_aggregated=j.metrics.observe_aggregation)
 
@@ -74,7 +78,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
             log.warning("%s: %s", j.name, failure[-1])
             transport.reverse_link(msg.sender, spec.run.connect_timeout_s).close(err, abort=True)
 
-        holder["serve"] = make_serve_queue(plan.get("serve_order", "arrival"), shard.handle, refuse)
+        holder["serve"] = make_serve_queue(plan.serve_order, shard.handle, refuse)
         client.start_heartbeat(spec.run.heartbeat_s, on_stop=lambda r: failure.append(r),
                                on_command=reshaper(spec, "ps", j.name, transport.shaper, j.metrics))
         n_nodes = len(nodes)

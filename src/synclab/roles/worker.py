@@ -14,6 +14,7 @@ import torch
 
 from synclab.compute.engine import Engine
 from synclab.core import CommFailed
+from synclab.plans.schema import read_plan
 from synclab.compute.events import EventLog
 from synclab.compute.replay import ReplayEngine
 from synclab.data import make_dataset
@@ -96,8 +97,8 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         if rank == 0:
             plan = cls.make_plan(engine.infos, ps_shards=len(shards), workers=world, seed=spec.run.seed,
                                  options=spec.strategy.options)
-            client.publish_plan(plan)
-        plan = client.plan(timeout=spec.run.connect_timeout_s * 4)
+            client.publish_plan(plan.model_dump_json())
+        plan = read_plan(cls.Plan, client.plan(timeout=spec.run.connect_timeout_s * 4), cls.name)
         ctx = WorkerContext(rank=rank, world=world, node=j.name, params=engine.infos, tensors=engine.tensors,
                             lr=spec.optimizer.lr, momentum=spec.optimizer.momentum,
                             weight_decay=spec.optimizer.weight_decay, seed=spec.run.seed,

@@ -18,13 +18,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Any, Callable, ClassVar
+from typing import Callable, ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict
 
 from synclab.compute.engine import EngineBase
 from synclab.core import IterationTiming, ParamInfo
+from synclab.plans.schema import Plan
 from synclab.ps.optimizer import sgd_momentum_
 from synclab.transport.inbox import Inbox
 from synclab.transport.link import Link
@@ -53,7 +54,7 @@ class WorkerContext:
     peer_links: dict[int, Link] = field(default_factory=dict)   # worker rank -> link
     ps_names: dict[int, str] = field(default_factory=dict)
     worker_names: dict[int, str] = field(default_factory=dict)
-    plan: dict[str, Any] = field(default_factory=dict)
+    plan: Plan = field(default_factory=Plan)  # the strategy's own plan model (Strategy.Plan), validated
     options: BaseModel = field(default_factory=NoOptions)
     run_dir: Path | None = None              # rank 0 may write strategy records here (e.g. plan.json)
     batch_size: int = 0                      # per-worker batch (model.batch_size)
@@ -80,6 +81,7 @@ class Strategy(ABC):
 
     name: ClassVar[str]
     Options: ClassVar[type[BaseModel]] = NoOptions
+    Plan: ClassVar[type[Plan]] = Plan         # the model of what make_plan publishes (synclab.plans.schema)
     needs_ps: ClassVar[bool] = False          # launch PS shards
     single_process: ClassVar[bool] = False    # one worker with the global batch
     send_policy: ClassVar[str] = "fifo"       # transport scheduler policy on workers
@@ -90,9 +92,9 @@ class Strategy(ABC):
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards: int, workers: int, seed: int,
-                  options: BaseModel) -> dict[str, Any]:
-        """The plan rank 0 publishes; default empty."""
-        return {}
+                  options: BaseModel) -> Plan:
+        """The plan rank 0 publishes, an instance of ``cls.Plan``; default empty."""
+        return cls.Plan()
 
     def peers(self) -> set[int]:
         """Worker ranks this worker opens streams to (it receives from whoever opens one to it)."""

@@ -60,6 +60,7 @@ from synclab.plans.mgwfbp import (
     wfbp_plan,
 )
 from synclab.core import ParamInfo
+from synclab.plans.schema import MgWfbpPlan
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
 
@@ -123,13 +124,14 @@ class MgWfbp(Strategy):
 
     name = "mgwfbp"
     Options = MgWfbpOptions
+    Plan = MgWfbpPlan
     plan_algorithm: ClassVar[str] = "paper"
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards, workers, seed, options):
-        return {"strategy": cls.name, "algorithm": cls.plan_algorithm,
-                "profile_iterations": options.profile_iterations,
-                "status": "profiling: rank 0 replaces this with the measured merge plan"}
+        return cls.Plan(strategy=cls.name, algorithm=cls.plan_algorithm,
+                        profile_iterations=options.profile_iterations,
+                        status="profiling: rank 0 replaces this with the measured merge plan")
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
@@ -288,7 +290,7 @@ class MgWfbp(Strategy):
             return
         sizes = self._size_bytes
         record = {
-            **c.plan,
+            **c.plan.model_dump(),
             "status": "planned",
             "workers": c.world,
             "device_sync": "cuda.synchronize per tensor" if self._device.type == "cuda" else "none (cpu)",

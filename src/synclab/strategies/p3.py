@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from synclab.plans.sharding import Partition
 from synclab.plans.slicing import DEFAULT_SLICE_PARAMS, slice_tensors
 from synclab.core import ParamInfo
+from synclab.plans.schema import P3Plan
 from synclab.strategies.ps import PsStrategy
 from synclab.strategies.registry import register
 
@@ -65,15 +66,16 @@ class P3(PsStrategy):
     Options = P3Options
     send_policy = "priority"
     server_mode = "broadcast"
+    Plan = P3Plan
     prioritized: ClassVar[bool] = True
 
     @classmethod
     def make_plan(cls, params, *, ps_shards, workers, seed, options):
         parts = p3_partitions(params, shards=ps_shards, slice_params=options.slice_params,
                               prioritized=cls.prioritized)
-        return {"partitions": [p.to_dict() for p in parts], "server_mode": cls.server_mode,
-                "serve_order": "priority" if cls.prioritized else "arrival",
-                "slice_params": options.slice_params}
+        return cls.Plan(partitions=tuple(parts), server_mode=cls.server_mode,
+                        serve_order="priority" if cls.prioritized else "arrival", max_ahead=1,
+                        slice_params=options.slice_params)
 
 
 @register

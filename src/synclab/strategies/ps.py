@@ -18,6 +18,7 @@ from typing import ClassVar
 
 import torch
 
+from synclab.plans.schema import ServerPlan
 from synclab.plans.sharding import Partition, kvstore_partitions
 from synclab.core import ParamInfo
 from synclab.strategies.base import Strategy, WorkerContext
@@ -26,8 +27,8 @@ from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId, Received
 
 
-def partitions_from_plan(plan: dict) -> list[Partition]:
-    return [Partition(**p) for p in plan["partitions"]]
+def partitions_from_plan(plan: ServerPlan) -> list[Partition]:
+    return list(plan.partitions)
 
 
 @dataclass
@@ -147,12 +148,16 @@ class PsStrategy(Strategy):
     whether a NOTIFY triggers a pull (``pull_on_notify``)."""
 
     needs_ps = True
+    Plan = ServerPlan
     pull_on_notify: ClassVar[bool] = False
 
     @classmethod
-    def kvstore_plan(cls, params: list[ParamInfo], ps_shards: int, seed: int, **extra) -> dict:
+    def kvstore_plan(cls, params: list[ParamInfo], ps_shards: int, seed: int, max_ahead: int = 1,
+                     **extra) -> ServerPlan:
+        """MXNet KVStore placement (P3 §4.1), shards serving arrivals in order."""
         parts = kvstore_partitions([(p.name, p.numel) for p in params], ps_shards, seed=seed)
-        return {"partitions": [p.to_dict() for p in parts], "server_mode": cls.server_mode, **extra}
+        return cls.Plan(partitions=tuple(parts), server_mode=cls.server_mode, serve_order="arrival",
+                        max_ahead=max_ahead, **extra)
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards, workers, seed, options):

@@ -44,6 +44,7 @@ from concurrent.futures import Future
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from synclab.plans.schema import SsdPlan
 from synclab.plans.ssdsgd import SsdSchedule, glu_local_update
 from synclab.strategies.base import WorkerContext
 from synclab.strategies.ps import PsStrategy
@@ -66,6 +67,7 @@ class SsdSgd(PsStrategy):
     name = "ssdsgd"
     Options = SsdSgdOptions
     server_mode = "pull"
+    Plan = SsdPlan
     final_pull_timeout_s: float = 60.0
 
     @classmethod

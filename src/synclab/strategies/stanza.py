@@ -81,6 +81,7 @@ from synclab.config.units import parse_rate_bps
 from synclab.plans.stanza import PsProfile, StanzaProfile, stanza_iteration_time, stanza_throughput
 from synclab.compute.engine import EngineBase
 from synclab.core import CommFailed, IterationTiming, ParamInfo
+from synclab.plans.schema import StanzaPlan
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
 from synclab.wire import pb
@@ -226,37 +227,36 @@ class Stanza(Strategy):
 
     name = "stanza"
     Options = StanzaOptions
+    Plan = StanzaPlan
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards: int, workers: int, seed: int,
-                  options: StanzaOptions) -> dict[str, Any]:
+                  options: StanzaOptions) -> StanzaPlan:
         boundary = split_params(params)
         if workers < 2:
             raise ValueError(f"stanza needs at least 2 workers (a CONV and an FC worker), got {workers}")
-        plan: dict[str, Any] = {"boundary": boundary}
         if options.fc_workers is not None:
             n_f = options.fc_workers
             if not n_f <= workers - n_f:
                 raise ValueError(f"strategy.fc_workers={n_f} leaves {workers - n_f} CONV worker(s) for {workers} "
                                  f"workers; each FC worker needs at least one (§4.1.3)")
-            plan["assigned_by"] = "strategy.fc_workers"
-        else:
-            try:
-                profile = read_profile(options.profile).stanza(parse_rate_bps(options.bandwidth))
-            except ProfileError as e:
-                raise ProfileError(f"strategy.profile: {e}") from None
-            n_f = assign_nodes(workers, profile)
-            n_c = workers - n_f
-            plan.update(assigned_by="eq. 2-5", profile=str(options.profile), bandwidth_bps=profile.bandwidth_bps,
+            return cls.Plan(boundary=boundary, conv_workers=workers - n_f, fc_workers=n_f,
+                            assigned_by="strategy.fc_workers")
+        try:
+            profile = read_profile(options.profile).stanza(parse_rate_bps(options.bandwidth))
+        except ProfileError as e:
+            raise ProfileError(f"strategy.profile: {e}") from None
+        n_f = assign_nodes(workers, profile)
+        n_c = workers - n_f
+        return cls.Plan(boundary=boundary, conv_workers=n_c, fc_workers=n_f, assigned_by="eq. 2-5",
+                        profile=str(options.profile), bandwidth_bps=profile.bandwidth_bps,
                         predicted_iteration_seconds=stanza_iteration_time(n_c, n_f, profile),
                         predicted_throughput_samples_per_s=stanza_throughput(n_c, n_f, profile))
-        plan.update(conv_workers=workers - n_f, fc_workers=n_f)
-        return plan
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
-        plan = ctx.plan
-        self.n_c, self.n_f, self.boundary = plan["conv_workers"], plan["fc_workers"], plan["boundary"]
+        plan: StanzaPlan = ctx.plan
+        self.n_c, self.n_f, self.boundary = plan.conv_workers, plan.fc_workers, plan.boundary
         if self.n_c + self.n_f != ctx.world:
             raise ValueError(f"plan has {self.n_c} CONV + {self.n_f} FC workers, the cluster {ctx.world}")
         self.is_fc = ctx.rank >= self.n_c
@@ -288,7 +288,7 @@ class Stanza(Strategy):
             roles = {c.worker_names.get(r, str(r)): ("fc" if r >= self.n_c else "conv") for r in range(c.world)}
             serves = {c.worker_names.get(self.n_c + j, str(self.n_c + j)): [c.worker_names.get(r, str(r)) for r in g]
                       for j, g in enumerate(conv_groups(self.n_c, self.n_f))}
-            (c.run_dir / "plan.json").write_text(json.dumps({**c.plan, "roles": roles, "serves": serves}, indent=2))
+            (c.run_dir / "plan.json").write_text(json.dumps({**c.plan.model_dump(), "roles": roles, "serves": serves}, indent=2))
 
     def data_shard(self) -> tuple[int, int] | None:
         return None if self.is_fc else (self.ctx.rank, self.n_c)

@@ -63,7 +63,8 @@ def _pair(cls, tmp_path, options=None) -> list[tuple[Rank, object]]:
         ctx = WorkerContext(rank=r, world=2, node=names[r], params=infos, tensors=[t.clone() for t in initial],
                             lr=LR, momentum=MOMENTUM, weight_decay=WD, seed=0, mark_fresh=None, inbox=inboxes[r],
                             worker_names=names, options=options or MgWfbpOptions(), run_dir=tmp_path,
-                            plan={"strategy": cls.name, "status": "profiling"})
+                            plan=cls.make_plan(infos, ps_shards=0, workers=2, seed=0,
+                                               options=options or MgWfbpOptions()))
         ctx.peer_links[1 - r] = LoopbackLink(names[r], inboxes[1 - r])
         rank = Rank(ctx)
         pair.append((rank, cls(ctx)))

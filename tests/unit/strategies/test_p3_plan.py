@@ -19,7 +19,8 @@ PARAMS = [
 
 
 def plan(cls, slice_params=50, shards=3):
-    return cls.make_plan(PARAMS, ps_shards=shards, workers=2, seed=0, options=P3Options(slice_params=slice_params))
+    return cls.make_plan(PARAMS, ps_shards=shards, workers=2, seed=0,
+                         options=P3Options(slice_params=slice_params)).model_dump(mode="json")
 
 
 def test_slices_cover_every_tensor_in_pieces_of_at_most_slice_params():

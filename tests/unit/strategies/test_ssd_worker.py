@@ -45,8 +45,8 @@ class Cluster:
         names = [f"worker{r}" for r in range(workers)]
         self.inboxes = {n: Inbox() for n in names}
         self.shard = Shard(0, kvstore_partitions([(p.name, p.numel) for p in self.params], 1), names, lr=lr,
-                           momentum=momentum, weight_decay=weight_decay, mode=mode or plan["server_mode"],
-                           max_ahead=plan.get("max_ahead", 1), send=lambda w, m: self.inboxes[w].deliver(
+                           momentum=momentum, weight_decay=weight_decay, mode=mode or plan.server_mode,
+                           max_ahead=plan.max_ahead, send=lambda w, m: self.inboxes[w].deliver(
                                Received(m.mid, "ps0", m.priority, None if m.tensor is None else m.tensor.clone())))
         self.log, self.fresh, self.workers = [], [], []
         for r, name in enumerate(names):

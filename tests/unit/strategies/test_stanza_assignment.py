@@ -171,9 +171,9 @@ def test_split_params_finds_the_boundary_and_refuses_models_without_one():
 
 def test_plan_with_fixed_fc_workers():
     plan = Stanza.make_plan(cnn_params(), ps_shards=0, workers=5, seed=0, options=StanzaOptions(fc_workers=2))
-    assert (plan["conv_workers"], plan["fc_workers"], plan["boundary"]) == (3, 2, 4)
-    assert plan["assigned_by"] == "strategy.fc_workers"
-    json.dumps(plan)  # published through the coordinator as JSON
+    assert (plan.conv_workers, plan.fc_workers, plan.boundary) == (3, 2, 4)
+    assert plan.assigned_by == "strategy.fc_workers"
+    assert type(plan).model_validate_json(plan.model_dump_json()) == plan  # published through the coordinator as JSON
     with pytest.raises(ValueError, match="each FC worker needs at least one"):
         Stanza.make_plan(cnn_params(), ps_shards=0, workers=3, seed=0, options=StanzaOptions(fc_workers=2))
     with pytest.raises(ValueError, match="at least 2 workers"):
@@ -187,10 +187,10 @@ def test_plan_from_the_profile_solves_eq_5(tmp_path):
     plan = Stanza.make_plan(cnn_params(), ps_shards=0, workers=11, seed=0, options=options)
     profile = parse_profile(PROFILE_JSON).stanza(10e9)
     n_f = brute_force(11, profile)
-    assert (plan["conv_workers"], plan["fc_workers"]) == (11 - n_f, n_f)
-    assert plan["assigned_by"] == "eq. 2-5"
-    assert plan["predicted_throughput_samples_per_s"] == pytest.approx(eq4_throughput(11 - n_f, n_f, profile))
-    json.dumps(plan)
+    assert (plan.conv_workers, plan.fc_workers) == (11 - n_f, n_f)
+    assert plan.assigned_by == "eq. 2-5"
+    assert plan.predicted_throughput_samples_per_s == pytest.approx(eq4_throughput(11 - n_f, n_f, profile))
+    assert type(plan).model_validate_json(plan.model_dump_json()) == plan
 
 
 def test_plan_names_a_bad_profile_field(tmp_path):

@@ -128,7 +128,7 @@ def run_stanza(world: int, fc_workers: int, iterations: int):
 def test_same_params_as_one_model_on_the_global_batch(world, fc_workers):
     iterations = 3
     plan, strategies, engines, timings = run_stanza(world, fc_workers, iterations)
-    n_c = plan["conv_workers"]
+    n_c = plan.conv_workers
     assert n_c == world - fc_workers
     ref, ref_losses = reference(iterations, n_c)
     # rank 0 (a CONV worker) holds the whole trained model once training ends
@@ -136,7 +136,7 @@ def test_same_params_as_one_model_on_the_global_batch(world, fc_workers):
     for k, v in ref.state_dict().items():
         assert torch.allclose(got[k], v, rtol=1e-5, atol=1e-6), k
     # every CONV worker holds the same CONV bits, every FC worker the same FC bits (all-reduce is bit-identical)
-    boundary = plan["boundary"]
+    boundary = plan.boundary
     for r in range(world):
         lead = 0 if r < n_c else n_c
         part = range(boundary) if r < n_c else range(boundary, len(engines[r].tensors))
@@ -153,7 +153,7 @@ def test_same_params_as_one_model_on_the_global_batch(world, fc_workers):
 
 def test_each_worker_trains_only_its_part():
     plan, strategies, engines, _ = run_stanza(3, 1, 1)
-    boundary = plan["boundary"]
+    boundary = plan.boundary
     untouched = new_model()
     init = [p.detach() for p in untouched.parameters()]
     # the FC worker's CONV part never moved; the CONV workers' CONV part did
