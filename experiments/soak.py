@@ -44,6 +44,19 @@ def first_error_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def failure_reason(run_dir: Path) -> str:
+    """status.json's reason, and the first exception line any node logged (the cause, not the symptom)."""
+    status = run_dir / "status.json"
+    reason = json.loads(status.read_text()).get("reason", "") if status.exists() else ""
+    for log in sorted((run_dir / "logs").glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.strip().startswith(("Traceback",)):
+                continue
+            if "Error:" in line or "Exception:" in line:
+                return f"{reason} — {log.stem}: {line.strip()[:200]}" if reason else line.strip()[:200]
+    return reason
+
+
 def soak_once(strategy: str, repeat: int, out: Path, sets: list[str]) -> dict:
     run_dir = out / "runs" / f"{strategy}-{repeat:03d}"
     cmd = [sys.executable, "-m", "synclab", "run", str(REPO / "examples" / "quickstart.yaml"), "--out",
@@ -55,7 +68,7 @@ def soak_once(strategy: str, repeat: int, out: Path, sets: list[str]) -> dict:
     row = {"strategy": strategy, "repeat": repeat, "ok": r.returncode == 0, "exit": r.returncode,
            "seconds": round(time.perf_counter() - t0, 2), "error": "", "fit_a": "", "fit_b": "", "fit_r2": ""}
     if r.returncode != 0:
-        row["error"] = first_error_line(r.stdout + "\n" + r.stderr)
+        row["error"] = failure_reason(run_dir) or first_error_line(r.stdout + "\n" + r.stderr)
     plan = run_dir / "plan.json"
     if plan.exists():
         fit = json.loads(plan.read_text()).get("cost_fit") or {}
