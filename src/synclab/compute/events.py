@@ -91,9 +91,9 @@ def chrome_trace(rows: list[dict], spans: list[dict] = ()) -> dict:
         events.append({"name": "thread_name", "ph": "M", "pid": pid[n], "tid": 1, "args": {"name": "communication"}})
         events.append({"name": "thread_name", "ph": "M", "pid": pid[n], "tid": 2, "args": {"name": "wire tx"}})
         events.append({"name": "thread_name", "ph": "M", "pid": pid[n], "tid": 3, "args": {"name": "wire rx"}})
-    span_track = {"compute": 0, "gate_wait": 0, "tx": 2, "rx": 3}
+    span_track = {"compute": 0, "gate_wait": 0, "update": 1, "tx": 2, "rx": 3}
     for r in spans:
-        name = {"compute": f"iteration {r['iteration']}", "gate_wait": "gate wait"}.get(
+        name = {"compute": f"iteration {r['iteration']}", "gate_wait": "gate wait", "update": "update"}.get(
             r["kind"], f"{r['kind']} {r['key']} ({r['peer']})")
         events.append({"name": name, "cat": r["kind"], "ph": "X", "ts": r["start_s"] * 1e6,
                        "dur": max((r["end_s"] - r["start_s"]) * 1e6, 1.0), "pid": pid[r["node"]],

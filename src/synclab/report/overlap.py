@@ -13,8 +13,8 @@ Definitions (per worker w and iteration i; spans from ``spans.csv``, see
   notifications, broadcasts, collective steps, activations.
 - *Compute* of w: the union of its ``compute`` spans (each iteration's forward
   and backward passes) minus its ``gate_wait`` spans (forward blocked on stale
-  parameters is not compute). Optimizer steps on the worker run on the
-  communication thread between transfers and are not counted.
+  parameters is not compute), plus its ``update`` spans (worker-side optimizer
+  steps, on the communication thread; PS-based strategies update on the shard).
 - *Overlapped* time of (w, i): the length of communicating ∩ compute — compute
   of any iteration, so communication of iteration i hidden behind the forward
   pass of i + 1 (P3 §3) counts.
@@ -107,6 +107,7 @@ def overlap_rows(rows: Sequence[dict]) -> list[dict]:
     """One row per (worker, iteration) that computed: communicating and overlapped seconds, hidden share."""
     compute: dict[str, list[Interval]] = {}
     waits: dict[str, list[Interval]] = {}
+    updates: dict[str, list[Interval]] = {}
     iterations: dict[str, set[int]] = {}
     for r in rows:
         if r["kind"] == "compute":
@@ -114,6 +115,8 @@ def overlap_rows(rows: Sequence[dict]) -> list[dict]:
             iterations.setdefault(r["node"], set()).add(r["iteration"])
         elif r["kind"] == "gate_wait":
             waits.setdefault(r["node"], []).append((r["start_s"], r["end_s"]))
+        elif r["kind"] == "update":
+            updates.setdefault(r["node"], []).append((r["start_s"], r["end_s"]))
     comm: dict[tuple[str, int], list[Interval]] = {}
     for sender, receiver, it, span in message_spans(rows):
         for node in (sender, receiver):
@@ -121,7 +124,7 @@ def overlap_rows(rows: Sequence[dict]) -> list[dict]:
                 comm.setdefault((node, it), []).append(span)
     out = []
     for worker in sorted(compute):
-        busy = subtract(union(compute[worker]), union(waits.get(worker, [])))
+        busy = union(subtract(union(compute[worker]), union(waits.get(worker, []))) + updates.get(worker, []))
         for it in sorted(iterations[worker]):
             talking = union(comm.get((worker, it), []))
             communicating = length(talking)

@@ -103,7 +103,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
                             lr=spec.optimizer.lr, momentum=spec.optimizer.momentum,
                             weight_decay=spec.optimizer.weight_decay, seed=spec.run.seed,
                             mark_fresh=engine.mark_fresh, inbox=inbox, run_dir=j.run_dir,
-                            batch_size=spec.model.batch_size, record_event=events.record,
+                            batch_size=spec.model.batch_size, record_event=events.record, spans=spans,
                             ps_names={i: n.name for i, n in shards.items()},
                             worker_names={i: n.name for i, n in workers.items()}, plan=plan,
                             options=spec.strategy.options,

@@ -27,6 +27,7 @@ from synclab.compute.engine import EngineBase
 from synclab.core import IterationTiming, ParamInfo
 from synclab.plans.schema import Plan
 from synclab.ps.optimizer import sgd_momentum_
+from synclab.transport.spans import SpanLog
 from synclab.transport.inbox import Inbox
 from synclab.transport.link import Link
 
@@ -61,19 +62,25 @@ class WorkerContext:
     record_event: Callable[[int, int, str], None] = lambda iteration, index, event: None
     # Replay compute with a profile that has update_seconds: let tensors' update time pass (no arithmetic).
     replay_update: Callable[[Sequence[int]], None] | None = None
+    spans: SpanLog | None = None             # the node's wire and compute spans (update steps are added here)
 
     def sgd_(self, index: int, grad: torch.Tensor, buf: torch.Tensor | None) -> torch.Tensor | None:
         """The worker-side SGD step on tensor ``index`` (flat ``grad``); returns the momentum buffer.
 
         In replay compute whose profile measured the update, the tensor's share of
         the profiled step passes instead and the weights stay as they are (replay
-        does no model math).
+        does no model math). With ``spans``, the step is recorded as an ``update`` span
+        (compute that can hide communication, see :mod:`synclab.report.overlap`).
         """
+        t0 = self.spans.now() if self.spans is not None else 0.0
         if self.replay_update is not None:
             self.replay_update((index,))
-            return buf
-        return sgd_momentum_(self.tensors[index].data.view(-1), grad, buf, lr=self.lr, momentum=self.momentum,
-                             weight_decay=self.weight_decay)
+        else:
+            buf = sgd_momentum_(self.tensors[index].data.view(-1), grad, buf, lr=self.lr, momentum=self.momentum,
+                                weight_decay=self.weight_decay)
+        if self.spans is not None:
+            self.spans.add("update", 0, t0, self.spans.now())
+        return buf
 
 
 class Strategy(ABC):

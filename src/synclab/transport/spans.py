@@ -6,7 +6,7 @@ an ``rx`` span per message it receives (first chunk arrived → message
 complete); the worker adds a ``compute`` span per iteration (its forward and
 backward passes, from the start of the iteration to the end of its last
 pass) and the gates add a ``gate_wait`` span whenever forward blocked on stale
-parameters. Each node writes ``spans-<node>.csv`` when training ends; the
+parameters; a worker-side optimizer step adds an ``update`` span. Each node writes ``spans-<node>.csv`` when training ends; the
 coordinator merges them into ``spans.csv`` (see
 :mod:`synclab.report.overlap`, which turns them into the per-iteration
 overlap of communication with compute).
@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-SPAN_KINDS = ("tx", "rx", "compute", "gate_wait")
+SPAN_KINDS = ("tx", "rx", "compute", "gate_wait", "update")
 COLUMNS = ["node", "kind", "iteration", "peer", "key", "slice", "bytes", "start_s", "end_s"]
 
 

@@ -74,3 +74,9 @@ def test_without_communication_hidden_is_none():
 def test_messages_of_setup_iteration_0_are_left_out():
     rows = overlap_rows([_span("w0", "compute", 1, 0, 1), _span("w0", "tx", 0, 0, 1, peer="ps0")])
     assert rows[0]["communicating_s"] == 0
+
+
+def test_worker_side_updates_count_as_compute():
+    spans = [_span("w0", "compute", 1, 0, 1), _span("w0", "tx", 1, 1, 3, peer="w1"), _span("w0", "update", 0, 2, 2.5)]
+    (row,) = overlap_rows(spans)
+    assert (row["communicating_s"], row["overlapped_s"]) == (2, 0.5)
