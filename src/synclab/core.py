@@ -40,6 +40,16 @@ def param_layout(model: nn.Module) -> tuple[list[ParamInfo], list[torch.Tensor],
     return infos, tensors, layers
 
 
+@dataclass(frozen=True, slots=True)
+class Stopwatch:
+    """One iteration's per-tensor clock (MG-WFBP §5.1): forward seconds (gate waits excluded), when
+    backward started and when each gradient was ready (perf_counter, NaN for one never produced)."""
+
+    forward_s: float
+    backward_start: float
+    ready: tuple[float, ...]
+
+
 @dataclass(slots=True)
 class IterationTiming:
     iteration: int
@@ -50,6 +60,7 @@ class IterationTiming:
     samples: int
     first_grad: float = 0.0  # perf_counter when backward handed over the first gradient
     schedule_error_s: float = float("nan")  # replay: compute time beyond the profiled time (NaN for real compute)
+    stopwatch: Stopwatch | None = None       # with run_iteration(..., stopwatch=True)
 
 
 class CommFailed(RuntimeError):

@@ -26,9 +26,10 @@ reported per iteration (``schedule_error_s``).
 
 Updates. Where a worker applies its own optimizer step (``local``, the
 all-reduce strategies, Stanza's CONV workers, SSD-SGD's local update) and the
-profile measured ``update_seconds``, the strategy calls :meth:`ReplayEngine.wait_update`
-instead of doing the arithmetic, which on the host CPU would cost what no GPU
-does (25M parameters: ~60 ms here). Profiles without it keep the real arithmetic.
+profile measured ``update_seconds``, the engine's ``update`` (the public API's
+optimizer step) lets the tensors' share of that time pass instead of doing the
+arithmetic, which on the host CPU would cost what no GPU does (25M parameters:
+~60 ms here). Profiles without it keep the real arithmetic.
 
 Times: a tensor's replayed time is ``profile time × compute.scale × run.dilation
 × batch factor`` (the batch factor is 1, except for a process that computes
@@ -39,14 +40,15 @@ stated in the run's notes).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
 import torch
 
-from synclab.compute.engine import EngineBase
+from synclab.compute.engine import Boundary, EngineBase, TailResult, head_size
 from synclab.compute.profile import ModelProfile
-from synclab.core import IterationTiming, ParamInfo
+from synclab.core import ParamInfo, Stopwatch
 
 SPIN_S = 0.0005
 
@@ -62,7 +64,7 @@ def sleep_until(deadline: float) -> None:
 
 
 class ReplayEngine(EngineBase):
-    """The :class:`~synclab.compute.engine.Engine` interface, with profiled time in place of PyTorch."""
+    """The public compute API of :mod:`synclab.compute.engine`, with profiled time in place of PyTorch."""
 
     replay = True
 
@@ -70,44 +72,45 @@ class ReplayEngine(EngineBase):
                  *, time_factor: float = 1.0, batch_factor: float = 1.0, samples: int = 0):
         super().__init__(infos, tensors, n_layers)
         self.profile = profile
-        self.device = tensors[0].device
-        self.model = None
-        self.loss_fn = None
-        self.time_factor = time_factor
         self.batch_factor = batch_factor
         self.samples = samples
-        self.layer_of = [i.layer for i in infos]
-        self.n_layers = n_layers
-        self.bwd = [t.backward_seconds * time_factor for t in profile.tensors]
-        self.layer_fwd = [0.0] * n_layers  # replay gates and waits per layer, so forward times are summed once
-        for layer, t in zip(self.layer_of, profile.tensors):
-            self.layer_fwd[layer] += t.forward_seconds * time_factor
+        self._layer_of = [i.layer for i in infos]
+        self._n_layers = n_layers
+        self._bwd = [t.backward_seconds * time_factor for t in profile.tensors]
+        self._layer_fwd = [0.0] * n_layers  # replay gates and waits per layer, so forward times are summed once
+        for layer, t in zip(self._layer_of, profile.tensors):
+            self._layer_fwd[layer] += t.forward_seconds * time_factor
         shares = profile.update_shares()
         self.update_s = None if shares is None else [u * time_factor for u in shares]
         self._update_deadline = 0.0
-        self.grads = [torch.zeros_like(t) for t in tensors]
+        self._grads = [torch.zeros_like(t) for t in tensors]
         self._due_s = 0.0
-        # rank 0's MG-WFBP profiling reads these (§5.1's per-tensor stopwatch, here exact)
-        self.last_forward_s = 0.0
-        self.last_backward_start = 0.0
-        self.last_ready = [float("nan")] * len(tensors)
+        self._deadline = 0.0                # where the next replayed step starts
+        self._ready = [float("nan")] * len(tensors)  # when each gradient was handed over (the stopwatch, exact)
 
-    def begin_iteration(self, iteration: int) -> None:
-        super().begin_iteration(iteration)
+    def begin_iteration(self, iteration: int, start: float | None = None) -> None:
+        super().begin_iteration(iteration, start)
         self._due_s = 0.0
+        self._deadline = self._start
+
+    def _resume(self, now: float) -> None:
+        self._deadline = max(self._deadline, now)
+
+    def _schedule_error(self, compute_s: float) -> float:
+        return compute_s - self._due_s
 
     @property
     def due_s(self) -> float:
         """Compute time the current iteration should take so far (profiled, scaled, dilated)."""
         return self._due_s
 
-    def layers_of(self, indices: Sequence[int]) -> range:
+    def _layers_of(self, indices: Sequence[int]) -> range:
         """The contiguous range of layers holding tensors ``indices`` (forward order)."""
-        return range(self.layer_of[indices[0]], self.layer_of[indices[-1]] + 1)
+        return range(self._layer_of[indices[0]], self._layer_of[indices[-1]] + 1)
 
-    def forward(self, layers: range, start: float, factor: float = 1.0) -> float:
-        """Gate and replay the forward pass of ``layers``, starting at ``start``; returns the deadline reached."""
-        deadline = start
+    def _forward(self, layers: range, factor: float) -> None:
+        """Gate and replay the forward pass of ``layers``."""
+        deadline = self._deadline
         for layer in layers:
             if not self.gates.is_open(layer):
                 t0 = time.perf_counter()
@@ -116,54 +119,71 @@ class ReplayEngine(EngineBase):
                 self._gate_wait_s += t1 - t0
                 deadline = max(deadline, t1)
             self.check_comm()
-            step = self.layer_fwd[layer] * factor
+            step = self._layer_fwd[layer] * factor
             self._due_s += step
             deadline += step
             sleep_until(deadline)
-        return deadline
+        self._deadline = deadline
 
-    def backward(self, indices: Sequence[int], start: float, factor: float = 1.0) -> float:
+    def _backward(self, indices: Sequence[int], factor: float) -> None:
         """Replay the backward pass of tensors ``indices`` (in backward order) and hand over their gradients."""
-        deadline = start
-        self.last_backward_start = deadline
+        deadline = self._deadline
         for index in reversed(indices):
-            step = self.bwd[index] * factor
+            step = self._bwd[index] * factor
             self._due_s += step
             deadline += step
             sleep_until(deadline)
-            self.last_ready[index] = time.perf_counter()
-            self.hand_over(index, self.grads[index])
-        return deadline
+            self._ready[index] = time.perf_counter()
+            self.hand_over(index, self._grads[index])
+        self._deadline = deadline
 
-    def wait_update(self, indices: Sequence[int]) -> None:
-        """Let the profiled optimizer step of tensors ``indices`` pass (the worker-side update, no arithmetic).
+    def _update(self, indices, step, unchanged):
+        """With the profile's ``update_seconds``: let the tensors' share of the step pass, no arithmetic.
 
         Runs on the communication thread, so it only sleeps: a busy-wait there
         would hold the GIL the compute thread's timing needs. Consecutive waits
         chain their deadlines, so one late wake-up is absorbed by the next.
         """
+        if self.update_s is None:
+            return step()
         now = time.perf_counter()
         self._update_deadline = max(self._update_deadline, now) + sum(self.update_s[i] for i in indices)
         if self._update_deadline > now:
             time.sleep(self._update_deadline - now)
+        return unchanged
 
-    def run_iteration(self, iteration: int, x, y, start: float | None = None) -> IterationTiming:
+    def run_iteration(self, iteration, x, y, start=None, *, stopwatch=False):
         """One replayed forward + backward of the whole model (``x``/``y`` are ignored)."""
-        self.begin_iteration(iteration)
-        start = time.perf_counter() if start is None else start
-        deadline = self.forward(range(self.n_layers), start, self.batch_factor)
-        self.last_forward_s = deadline - start - self._gate_wait_s
-        self.backward(range(len(self.tensors)), deadline, self.batch_factor)
-        end = time.perf_counter()
-        self.comm.submit(self.strategy.on_backward_end, iteration)
-        self.check_comm()
-        return self.timing(iteration, start, end, self.samples)
+        self.begin_iteration(iteration, start)
+        self._forward(range(self._n_layers), self.batch_factor)
+        forward_s, backward_start = self._deadline - self._start - self._gate_wait_s, self._deadline
+        self._ready = [float("nan")] * len(self.tensors)
+        self._backward(range(len(self.tensors)), self.batch_factor)
+        clock = Stopwatch(forward_s, backward_start, tuple(self._ready)) if stopwatch else None
+        return self.end_iteration(float("nan"), self.samples, clock)
 
-    def timing(self, iteration: int, start: float, end: float, samples: int) -> IterationTiming:
-        """The iteration's record; its scheduling error is the compute time beyond what was due."""
-        compute = end - start - self._gate_wait_s
-        return IterationTiming(iteration, start, compute, self._gate_wait_s, float("nan"), samples,
-                               self._first_grad, schedule_error_s=compute - self._due_s)
+    def _boundary_width(self) -> int:
+        if self.profile.boundary is None:
+            raise ValueError(f"the split passes in replay need the profile's 'boundary' "
+                             f"(model {self.profile.model!r} has none)")
+        return self.profile.boundary.activations_per_sample
+
+    def head_forward(self, x, y):
+        """Replay the head's forward; the boundary holds zeros of the profile's size A per sample (the real bytes)."""
+        width = self._boundary_width()
+        self._forward(self._layers_of(range(head_size(self.infos))), self.batch_factor)
+        return Boundary(torch.zeros(self.samples, width), torch.zeros(self.samples, dtype=torch.int64))
+
+    def head_backward(self, grad):
+        self._backward(range(head_size(self.infos)), self.batch_factor)
+
+    def tail_step(self, parts, labels, weight):
+        """Replay the tail's forward and backward once per part (the profile's T_f is per head batch)."""
+        tail = range(head_size(self.infos), len(self.tensors))
+        factor = self.batch_factor * len(parts)
+        self._forward(self._layers_of(tail), factor)
+        self._backward(tail, factor)
+        return TailResult([torch.zeros_like(p) for p in parts], [torch.full((1,), math.nan) for _ in parts], math.nan)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {i.name: t.detach().cpu() for i, t in zip(self.infos, self.tensors)}

@@ -65,7 +65,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     events = EventLog(j.name, [i.name for i in engine.infos], enabled=spec.run.events)
     engine.events = events
     spans = SpanLog(j.name, enabled=spec.run.events)
-    engine.gates.spans = spans
+    engine.spans = spans
     stop_reason: list[str] = []
 
     def on_error(peer, err):
@@ -103,11 +103,10 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
                             lr=spec.optimizer.lr, momentum=spec.optimizer.momentum,
                             weight_decay=spec.optimizer.weight_decay, seed=spec.run.seed,
                             mark_fresh=engine.mark_fresh, inbox=inbox, run_dir=j.run_dir,
-                            batch_size=spec.model.batch_size, record_event=events.record, spans=spans,
+                            batch_size=spec.model.batch_size, record_event=events.record, update=engine.update,
                             ps_names={i: n.name for i, n in shards.items()},
                             worker_names={i: n.name for i, n in workers.items()}, plan=plan,
-                            options=spec.strategy.options,
-                            replay_update=engine.wait_update if engine.replay and engine.update_s else None)
+                            options=spec.strategy.options)
         strategy = cls(ctx)
         engine.attach(strategy)
         for i, n in shards.items():

@@ -7,6 +7,11 @@ inbox in :class:`WorkerContext` and calls ``ctx.mark_fresh(i)`` once parameter
 ``i`` holds its values for the next iteration — that opens the per-layer gate
 the next forward pass waits on. Strategies never import gRPC.
 
+A strategy that changes compute (Stanza's split passes, MG-WFBP's profiling
+iterations) overrides :meth:`Strategy.run_iteration` and calls only the public
+compute API documented in :mod:`synclab.compute.engine`, which real and replay
+compute both implement; its optimizer steps go through ``ctx.update``/``ctx.sgd_``.
+
 The plan (placement, merge plan, slice map...) is computed once by rank 0 from
 the parameter list (:meth:`Strategy.make_plan`), published through the
 coordinator, and handed to every worker and PS shard.
@@ -18,7 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -27,7 +32,6 @@ from synclab.compute.engine import EngineBase
 from synclab.core import IterationTiming, ParamInfo
 from synclab.plans.schema import Plan
 from synclab.ps.optimizer import sgd_momentum_
-from synclab.transport.spans import SpanLog
 from synclab.transport.inbox import Inbox
 from synclab.transport.link import Link
 
@@ -60,27 +64,15 @@ class WorkerContext:
     run_dir: Path | None = None              # rank 0 may write strategy records here (e.g. plan.json)
     batch_size: int = 0                      # per-worker batch (model.batch_size)
     record_event: Callable[[int, int, str], None] = lambda iteration, index, event: None
-    # Replay compute with a profile that has update_seconds: let tensors' update time pass (no arithmetic).
-    replay_update: Callable[[Sequence[int]], None] | None = None
-    spans: SpanLog | None = None             # the node's wire and compute spans (update steps are added here)
+    # The engine's optimizer step (EngineBase.update): update(indices, step, unchanged) runs step() and returns
+    # its result, or lets the profiled time pass and returns ``unchanged`` (replay); recorded as an update span.
+    update: Callable[[Sequence[int], Callable[[], Any], Any], Any] = lambda indices, step, unchanged: step()
 
     def sgd_(self, index: int, grad: torch.Tensor, buf: torch.Tensor | None) -> torch.Tensor | None:
-        """The worker-side SGD step on tensor ``index`` (flat ``grad``); returns the momentum buffer.
-
-        In replay compute whose profile measured the update, the tensor's share of
-        the profiled step passes instead and the weights stay as they are (replay
-        does no model math). With ``spans``, the step is recorded as an ``update`` span
-        (compute that can hide communication, see :mod:`synclab.report.overlap`).
-        """
-        t0 = self.spans.now() if self.spans is not None else 0.0
-        if self.replay_update is not None:
-            self.replay_update((index,))
-        else:
-            buf = sgd_momentum_(self.tensors[index].data.view(-1), grad, buf, lr=self.lr, momentum=self.momentum,
-                                weight_decay=self.weight_decay)
-        if self.spans is not None:
-            self.spans.add("update", 0, t0, self.spans.now())
-        return buf
+        """The worker-side SGD step on tensor ``index`` (flat ``grad``), through ``update``; returns the momentum buffer."""
+        return self.update((index,), lambda: sgd_momentum_(self.tensors[index].data.view(-1), grad, buf, lr=self.lr,
+                                                           momentum=self.momentum, weight_decay=self.weight_decay),
+                           buf)
 
 
 class Strategy(ABC):
@@ -115,7 +107,11 @@ class Strategy(ABC):
         return self.ctx.rank, self.ctx.world
 
     def run_iteration(self, engine: EngineBase, iteration: int, x, y, start: float) -> IterationTiming:
-        """One iteration of compute. Strategies that split the model (Stanza) override this."""
+        """One iteration of compute, through the engine's public API (:mod:`synclab.compute.engine`).
+
+        The default runs the whole model; a strategy that changes compute (Stanza's split passes, MG-WFBP's
+        profiling iterations) overrides this and uses only that API.
+        """
         return engine.run_iteration(iteration, x, y, start=start)
 
     @abstractmethod

@@ -26,14 +26,14 @@ class Local(Strategy):
         self._grads[index] = grad
 
     def on_backward_end(self, iteration):
-        if self.ctx.replay_update is not None:  # replay: the profiled step passes, no arithmetic
-            self.ctx.replay_update(range(len(self.ctx.tensors)))
-            self._grads.clear()
-        else:
-            for i, t in enumerate(self.ctx.tensors):
-                t.grad = self._grads.pop(i)
-            self._opt.step()
-            for t in self.ctx.tensors:
-                t.grad = None
+        self.ctx.update(range(len(self.ctx.tensors)), self._step, None)
+        self._grads.clear()
         for i in range(len(self.ctx.tensors)):
             self.ctx.mark_fresh(i)
+
+    def _step(self) -> None:
+        for i, t in enumerate(self.ctx.tensors):
+            t.grad = self._grads[i]
+        self._opt.step()
+        for t in self.ctx.tensors:
+            t.grad = None

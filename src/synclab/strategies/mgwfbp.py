@@ -12,7 +12,7 @@ A run goes through four steps:
    each gradient is all-reduced alone as soon as it is ready. Meanwhile rank 0
    times the forward pass t_f (to the loss, gate waits excluded) and each
    tensor's backward time t_b as the interval between consecutive
-   gradient-ready events (§5.1; on CUDA it synchronizes the device before every
+   gradient-ready events, with the engine's stopwatch (§5.1; on CUDA it synchronizes the device before every
    timestamp of these iterations, as the paper does; on CPU autograd already
    runs one node at a time).
 3. At the end of iteration P, on the communication thread (overlapping the
@@ -87,35 +87,6 @@ class MgWfbpOptions(BaseModel):
         if v is not None and (len(set(v)) < 2 or min(v) < 1):
             raise ValueError(f"needs at least 2 distinct sizes, each >= 1, got {v}")
         return v
-
-
-class _BackwardClock:
-    """Rank 0's §5.1 stopwatch for one iteration: when backward starts and when each gradient is ready."""
-
-    def __init__(self, engine):
-        self._cuda = engine.device if engine.device.type == "cuda" else None
-        self.backward_start = float("nan")
-        self.ready = [float("nan")] * len(engine.tensors)
-        self._handles = [engine.loss_fn.register_forward_hook(self._loss_done)]
-        for i, p in enumerate(engine.tensors):
-            self._handles.append(p.register_post_accumulate_grad_hook(self._grad_ready(i)))
-
-    def _now(self) -> float:
-        if self._cuda is not None:
-            torch.cuda.synchronize(self._cuda)
-        return time.perf_counter()
-
-    def _loss_done(self, module, args, output):
-        self.backward_start = self._now()
-
-    def _grad_ready(self, index: int):
-        def hook(p):
-            self.ready[index] = self._now()
-        return hook
-
-    def close(self) -> None:
-        for h in self._handles:
-            h.remove()
 
 
 @register
@@ -198,31 +169,17 @@ class MgWfbp(Strategy):
 
     def run_iteration(self, engine, iteration, x, y, start):
         if self.ctx.rank != 0 or iteration > len(self._profiles):
-            return engine.run_iteration(iteration, x, y, start=start)
+            return super().run_iteration(engine, iteration, x, y, start)
         profile = self._profiles[iteration - 1]
-        if engine.replay:  # the replay engine keeps the same stopwatch, exact
-            try:
-                timing = engine.run_iteration(iteration, x, y, start=start)
-                self.record_profile(iteration, engine.last_forward_s,
-                                    backward_times(engine.last_backward_start, engine.last_ready))
-                return timing
-            except BaseException as e:
-                if not profile.done():
-                    profile.set_exception(e)
-                raise
-        clock = _BackwardClock(engine)
         try:
-            t0 = time.perf_counter()
-            timing = engine.run_iteration(iteration, x, y, start=start)
-            clock.close()
+            timing = engine.run_iteration(iteration, x, y, start=start, stopwatch=True)
+            clock = timing.stopwatch
             missing = [self.ctx.params[i].name for i, t in enumerate(clock.ready) if math.isnan(t)]
             if missing:
                 raise RuntimeError(f"{self.name}: no gradient for {', '.join(missing)} in iteration {iteration}")
-            self.record_profile(iteration, clock.backward_start - t0 - timing.gate_wait_s,
-                                backward_times(clock.backward_start, clock.ready))
+            self.record_profile(iteration, clock.forward_s, backward_times(clock.backward_start, clock.ready))
             return timing
         except BaseException as e:
-            clock.close()
             if not profile.done():
                 profile.set_exception(e)
             raise

@@ -114,10 +114,8 @@ class SsdSgd(PsStrategy):
             self._local[index] = live.detach().reshape(-1).clone()
             self._pre_weight[index] = self._local[index].clone()
         w = self._local[index]
-        if c.replay_update is not None:  # replay: the GLU step costs what an SGD step does; weights stay
-            c.replay_update((index,))
-            new_w = w
-        else:
+
+        def glu_step() -> torch.Tensor:
             new_w = glu_local_update(w, grad.reshape(-1), self._pre_weight[index], lr=c.lr, loc_lr=self.loc_lr,
                                      momentum=c.momentum, weight_decay=c.weight_decay, k=self.k, alpha=self.alpha,
                                      beta=self.beta)
@@ -126,6 +124,9 @@ class SsdSgd(PsStrategy):
             self._local[index] = new_w
             with torch.no_grad():
                 live.view(-1).copy_(new_w)  # line 21: the devices compute the next iteration with w'
+            return new_w
+
+        new_w = c.update((index,), glu_step, w)  # replay: the GLU step costs what an SGD step does; weights stay
         c.mark_fresh(index)
         if step.pull:  # line 22: the global weights replace w' (not the devices' copy)
             self._pulls[index] = self.client.pull(iteration, index, into=new_w)

@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,7 +79,7 @@ from synclab.compute.profile import ModelProfileError, read_profile_json
 from synclab.config.units import parse_rate_bps
 from synclab.plans.stanza import PsProfile, StanzaProfile, stanza_iteration_time, stanza_throughput
 from synclab.compute.engine import EngineBase
-from synclab.core import CommFailed, IterationTiming, ParamInfo
+from synclab.core import IterationTiming, ParamInfo
 from synclab.plans.schema import StanzaPlan
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
@@ -294,118 +293,46 @@ class Stanza(Strategy):
         return None if self.is_fc else (self.ctx.rank, self.n_c)
 
     def run_iteration(self, engine: EngineBase, iteration: int, x, y, start: float) -> IterationTiming:
-        if engine.replay:
-            return self._replay_iteration(engine, iteration, start)
-        features, classifier = getattr(engine.model, "features", None), getattr(engine.model, "classifier", None)
-        if not isinstance(features, torch.nn.Module) or not isinstance(classifier, torch.nn.Module):
-            raise TypeError(f"stanza needs a model with 'features' and 'classifier' modules; "
-                            f"{type(engine.model).__name__} has not")
-        engine.begin_iteration(iteration)
+        """One iteration of this worker's part, through the engine's split passes (real or replayed alike)."""
+        engine.begin_iteration(iteration, start)
         if self.is_fc:
-            compute_s, loss, samples = self._fc_iteration(engine, classifier, iteration)
+            loss, samples = self._fc_iteration(engine, iteration), 0
         else:
-            compute_s, loss, samples = self._conv_iteration(engine, features, iteration, x, y, start)
-        engine.comm.submit(self.on_backward_end, iteration)
-        if engine.gates.error is not None:
-            raise CommFailed(str(engine.gates.error)) from engine.gates.error
-        return IterationTiming(iteration, start, compute_s, engine.gate_wait_s, loss, samples, engine.first_grad)
+            loss, samples = self._conv_iteration(engine, iteration, x, y)
+        return engine.end_iteration(loss, samples)
 
-    def _conv_iteration(self, engine: "Engine", features, iteration: int, x, y, start: float):
+    def _conv_iteration(self, engine: EngineBase, iteration: int, x, y) -> tuple[float, int]:
         c = self.ctx
         fc_rank = self.fc_of[c.rank]
         fc_name = c.worker_names[fc_rank]
         grads = c.inbox.expect(fc_name, MessageId(pb.ACTIVATION_GRAD, "activations", 0, iteration))
         loss = c.inbox.expect(fc_name, MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration))
-        x = x.to(engine.device, non_blocking=True)
-        activations = torch.flatten(features(x), 1)
-        sent = activations.detach()
-        if engine.device.type == "cuda":
-            torch.cuda.synchronize(engine.device)
+        boundary = engine.head_forward(x, y)
         link = c.peer_links[fc_rank]
-        link.send(Message(MessageId(pb.ACTIVATION, "activations", 0, iteration), sent))
-        link.send(Message(MessageId(pb.ACTIVATION, "labels", 0, iteration), y))
-        forward_done = time.perf_counter()
-        grad = grads.result().tensor.to(engine.device)  # pull_fc: waiting, not computing
-        backward_start = time.perf_counter()
-        activations.backward(grad)
-        if engine.device.type == "cuda":
-            torch.cuda.synchronize(engine.device)
-        compute_s = (forward_done - start - engine.gate_wait_s) + (time.perf_counter() - backward_start)
-        return compute_s, float(loss.result().tensor), int(sent.shape[0])
+        link.send(Message(MessageId(pb.ACTIVATION, "activations", 0, iteration), boundary.activations))
+        link.send(Message(MessageId(pb.ACTIVATION, "labels", 0, iteration), boundary.labels))
+        with engine.waiting():  # pull_fc
+            grad = grads.result().tensor
+        engine.head_backward(grad)
+        with engine.waiting():
+            loss_value = float(loss.result().tensor)
+        return loss_value, int(boundary.activations.shape[0])
 
-    def _fc_iteration(self, engine: "Engine", classifier, iteration: int):
+    def _fc_iteration(self, engine: EngineBase, iteration: int) -> float:
         c = self.ctx
         names = [c.worker_names[r] for r in self.served]
         acts = [c.inbox.expect(n, MessageId(pb.ACTIVATION, "activations", 0, iteration)) for n in names]
         labels = [c.inbox.expect(n, MessageId(pb.ACTIVATION, "labels", 0, iteration)) for n in names]
-        parts = [f.result().tensor for f in acts]  # push_activation of every served CONV worker
-        ys = [f.result().tensor for f in labels]
-        t0 = time.perf_counter()
-        a = torch.cat(parts).to(engine.device).requires_grad_(True)
-        y = torch.cat(ys).to(engine.device)
-        out = classifier(a)
-        loss = engine.loss_fn(out, y)  # mean over this FC worker's B_j samples
-        share = len(y) / self.global_batch  # B_j / B: the global loss is the sum of the FC workers' shares
-        (loss if share == 1 else loss * share).backward()
-        bounds, lo = [], 0
-        for p in parts:
-            bounds.append((lo, lo + p.shape[0]))
-            lo += p.shape[0]
-        with torch.no_grad():
-            losses = [engine.loss_fn(out[lo:hi], y[lo:hi]).reshape(1).cpu() for lo, hi in bounds]
-        if engine.device.type == "cuda":
-            torch.cuda.synchronize(engine.device)
-        for r, (lo, hi), part_loss in zip(self.served, bounds, losses):
-            link = c.peer_links[r]
-            link.send(Message(MessageId(pb.ACTIVATION_GRAD, "activations", 0, iteration), a.grad[lo:hi]))
-            link.send(Message(MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration), part_loss))
-        compute_s = time.perf_counter() - t0 - engine.gate_wait_s
-        return compute_s, float(loss.detach()), 0
-
-    def _replay_iteration(self, engine, iteration: int, start: float) -> IterationTiming:
-        """The same iteration with replayed compute: profiled CONV/FC times, zero-valued activations of the
-        profile's size A per sample (the real bytes), an FC worker's FC time × the CONV workers it serves."""
-        c = self.ctx
-        boundary = engine.profile.boundary
-        if boundary is None:
-            raise ValueError(f"stanza replay needs the profile's 'boundary' (model {engine.profile.model!r} has none)")
-        engine.begin_iteration(iteration)
-        conv, fc = list(range(self.boundary)), list(range(self.boundary, len(c.params)))
-        if self.is_fc:
-            names = [c.worker_names[r] for r in self.served]
-            acts = [c.inbox.expect(n, MessageId(pb.ACTIVATION, "activations", 0, iteration)) for n in names]
-            for n in names:  # labels travel as in the real run; replay needs no loss
-                c.inbox.expect(n, MessageId(pb.ACTIVATION, "labels", 0, iteration))
+        with engine.waiting():  # push_activation of every served CONV worker
             parts = [f.result().tensor for f in acts]
-            t0 = time.perf_counter()
-            factor = float(len(parts))  # T_f is per CONV worker's batch
-            deadline = engine.forward(engine.layers_of(fc), t0, factor)
-            engine.backward(fc, deadline, factor)
-            for r, part in zip(self.served, parts):
-                link = c.peer_links[r]
-                link.send(Message(MessageId(pb.ACTIVATION_GRAD, "activations", 0, iteration), torch.zeros_like(part)))
-                link.send(Message(MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration), torch.full((1,), math.nan)))
-            compute_s, samples = time.perf_counter() - t0 - engine.gate_wait_s, 0
-        else:
-            link = c.peer_links[self.fc_of[c.rank]]
-            fc_name = c.worker_names[self.fc_of[c.rank]]
-            grads = c.inbox.expect(fc_name, MessageId(pb.ACTIVATION_GRAD, "activations", 0, iteration))
-            c.inbox.expect(fc_name, MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration))
-            engine.forward(engine.layers_of(conv), start)
-            samples = c.batch_size
-            link.send(Message(MessageId(pb.ACTIVATION, "activations", 0, iteration),
-                              torch.zeros(samples, boundary.activations_per_sample)))
-            link.send(Message(MessageId(pb.ACTIVATION, "labels", 0, iteration),
-                              torch.zeros(samples, dtype=torch.int64)))
-            forward_done = time.perf_counter()
-            grads.result()  # pull_fc: waiting, not computing
-            backward_start = time.perf_counter()
-            engine.backward(conv, backward_start)
-            compute_s = (forward_done - start - engine.gate_wait_s) + (time.perf_counter() - backward_start)
-        engine.comm.submit(self.on_backward_end, iteration)
-        engine.check_comm()
-        return IterationTiming(iteration, start, compute_s, engine.gate_wait_s, math.nan, samples, engine.first_grad,
-                               schedule_error_s=compute_s - engine.due_s)
+            ys = [f.result().tensor for f in labels]
+        share = sum(len(y) for y in ys) / self.global_batch  # B_j / B: the global loss is the sum of the shares
+        out = engine.tail_step(parts, ys, share)  # loss: mean over this FC worker's B_j samples
+        for r, grad, part_loss in zip(self.served, out.input_grads, out.losses):
+            link = c.peer_links[r]
+            link.send(Message(MessageId(pb.ACTIVATION_GRAD, "activations", 0, iteration), grad))
+            link.send(Message(MessageId(pb.ACTIVATION_GRAD, "loss", 0, iteration), part_loss))
+        return out.loss
 
     def on_gradient(self, iteration: int, index: int, grad: torch.Tensor) -> None:
         span = self._offsets.get(index)

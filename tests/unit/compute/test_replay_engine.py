@@ -58,7 +58,7 @@ def test_sleep_until_is_never_early():
 def test_iteration_takes_the_profiled_time_and_hands_over_every_gradient_backward():
     eng, rec, infos = engine_for(fwd=0.02, bwd=0.03, time_factor=2.0, samples=4)
     try:
-        timing = eng.run_iteration(1, None, None)
+        timing = eng.run_iteration(1, None, None, stopwatch=True)
         eng.comm.stop()
         assert timing.compute_s >= 0.1  # (20 + 30 ms) x 2: replay is never early
         assert timing.schedule_error_s == pytest.approx(timing.compute_s - 0.1, abs=1e-9)
@@ -66,7 +66,10 @@ def test_iteration_takes_the_profiled_time_and_hands_over_every_gradient_backwar
         assert [i for _, i, _ in rec.grads] == list(reversed(range(len(infos))))
         assert [s for _, _, s in rec.grads] == [info.shape for info in reversed(infos)]
         assert rec.ended == [1]
-        assert eng.last_forward_s == pytest.approx(0.04, abs=0.03)
+        clock = timing.stopwatch
+        assert clock.forward_s >= 0.04 and clock.backward_start >= timing.start + 0.04
+        ready = [clock.ready[i] for i in reversed(range(len(infos)))]  # backward order, each after the last
+        assert ready == sorted(ready) and ready[0] >= clock.backward_start
     finally:
         eng.close()
 
@@ -100,8 +103,9 @@ def test_update_wait_takes_the_tensors_share_of_the_profiled_step():
         assert sum(eng.update_s) == pytest.approx(0.04)
         assert eng.update_s[0] == pytest.approx(0.04 * infos[0].numel / total)
         t0 = time.perf_counter()
-        eng.wait_update(range(len(infos)))
-        assert time.perf_counter() - t0 >= 0.04
+        ran = []
+        assert eng.update(range(len(infos)), lambda: ran.append(1), "unchanged") == "unchanged"
+        assert time.perf_counter() - t0 >= 0.04 and ran == []  # the profiled time passed, no arithmetic
     finally:
         eng.close()
 
@@ -111,14 +115,17 @@ def test_profile_without_update_keeps_the_real_arithmetic():
     from synclab.transport.inbox import Inbox
 
     eng, _, infos = engine_for()
-    assert eng.update_s is None
-    t = torch.ones(4)
-    ctx = WorkerContext(rank=0, world=1, node="w", params=infos, tensors=[t], lr=0.5, momentum=0.0,
-                        weight_decay=0.0, seed=0, mark_fresh=lambda i: None, inbox=Inbox())
-    ctx.sgd_(0, torch.ones(4), None)
-    assert torch.equal(t, torch.full((4,), 0.5))
-    waited = []
-    ctx.replay_update = waited.append
-    ctx.sgd_(0, torch.ones(4), None)
-    assert waited == [(0,)] and torch.equal(t, torch.full((4,), 0.5))  # replay: time passes, weights stay
-    eng.close()
+    timed, _, _ = engine_for(update=0.02)
+    try:
+        assert eng.update_s is None
+        t = torch.ones(4)
+        ctx = WorkerContext(rank=0, world=1, node="w", params=infos, tensors=[t], lr=0.5, momentum=0.0,
+                            weight_decay=0.0, seed=0, mark_fresh=lambda i: None, inbox=Inbox(), update=eng.update)
+        ctx.sgd_(0, torch.ones(4), None)
+        assert torch.equal(t, torch.full((4,), 0.5))
+        ctx.update = timed.update
+        ctx.sgd_(0, torch.ones(4), None)
+        assert torch.equal(t, torch.full((4,), 0.5))  # replay with update_seconds: time passes, weights stay
+    finally:
+        eng.close()
+        timed.close()
