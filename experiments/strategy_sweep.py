@@ -1,5 +1,7 @@
 """Every strategy on the same shaped cluster, one after another: iteration time and the split into compute
-and non-overlapped communication (MG-WFBP Fig. 8's bars), plus throughput and bytes moved.
+and non-overlapped communication (MG-WFBP Fig. 8's bars), the share of communication that compute hid
+(``communication_hidden``, measured from the wire: see README "Two figures about overlap"), plus
+throughput and bytes moved.
 
     python experiments/strategy_sweep.py [--spec examples/quickstart.yaml] [--rate 1gbit] [--workers 4]
         [--iterations 20] [--set KEY=VALUE ...] [--out runs/strategy-sweep]
@@ -57,19 +59,21 @@ def main() -> None:
                      "compute_s": s["compute_seconds_mean"], "comm_wait_s": s["comm_wait_seconds_mean"],
                      "throughput": s["throughput_samples_per_s"], "backend": s["network_backend"],
                      "isolation": s["network_isolation"], "bytes": sum(s["bytes_sent"].values()),
-                     "final_loss": s["final_loss"]})
+                     "final_loss": s["final_loss"], "hidden": s.get("communication_hidden"),
+                     "communicating_s": s.get("communicating_seconds_mean")})
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "strategy-sweep.json").write_text(json.dumps(rows, indent=2))
     t = Table(title=f"strategies on {args.workers} workers, {args.rate} links (one run each, in turn)")
-    for c in ("strategy", "iteration ms", "compute ms", "non-overlapped comm ms", "samples/s", "MB sent",
-              "backend", "final loss"):
+    for c in ("strategy", "iteration ms", "compute ms", "non-overlapped comm ms", "comm hidden", "samples/s",
+              "MB sent", "backend", "final loss"):
         t.add_column(c, justify="right")
     for r in rows:
         if "error" in r:
-            t.add_row(r["strategy"], "failed: " + r["error"][:60], "", "", "", "", "", "")
+            t.add_row(r["strategy"], "failed: " + r["error"][:60], "", "", "", "", "", "", "")
             continue
         t.add_row(r["strategy"], f"{r['iteration_s'] * 1e3:.1f}", f"{r['compute_s'] * 1e3:.1f}",
-                  f"{r['comm_wait_s'] * 1e3:.1f}", f"{r['throughput']:.1f}", f"{r['bytes'] / 1e6:.0f}",
+                  f"{r['comm_wait_s'] * 1e3:.1f}", "n/a" if r["hidden"] is None else f"{r['hidden']:.0%}",
+                  f"{r['throughput']:.1f}", f"{r['bytes'] / 1e6:.0f}",
                   f"{r['backend']} ({r['isolation']})", f"{r['final_loss']:.3f}")
     Console(width=150).print(t)
     ok = [r for r in rows if "error" not in r]
