@@ -1,8 +1,9 @@
 """``synclab plan``: merge plans and predicted iteration times from a model profile, without a cluster.
 
-``synclab plan mgwfbp`` reads a model profile (the JSON of the model-zoo
-issue: ``forward_seconds`` and, per tensor in forward order, ``params`` and
-``backward_seconds``), takes the all-reduce cost T(M) = a + b·M with M in bytes
+``synclab plan mgwfbp`` reads a model profile with
+:func:`synclab.compute.profile.load_model_profile` (every field of the format
+checked; the plan uses ``forward_seconds`` and, per tensor in forward order,
+``params`` and ``backward_seconds``), takes the all-reduce cost T(M) = a + b·M with M in bytes
 (a float32 tensor of p params costs a + b·4p), and prints the MG-WFBP merge
 plan — Algorithm 1 (``--algorithm paper``) or the exact minimum of eq. 24
 (``--algorithm optimal``) — with the iteration time eq. 8 predicts for WFBP,
@@ -16,10 +17,10 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from synclab.compute.profile import ModelProfile, ModelProfileError, load_model_profile
 from synclab.plans.mgwfbp import (
     CostModel,
     algorithm1,
@@ -46,45 +47,7 @@ class Algorithm(str, Enum):
     optimal = "optimal"
 
 
-class TensorProfile(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-    name: str
-    params: int = Field(ge=0)
-    backward_seconds: float = Field(ge=0, allow_inf_nan=False)
-
-
-class MgwfbpProfile(BaseModel):
-    """The fields of a model profile that MG-WFBP plans from; other fields are allowed and ignored."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    forward_seconds: float = Field(ge=0, allow_inf_nan=False)
-    tensors: list[TensorProfile] = Field(min_length=1)
-
-
-class ProfileError(ValueError):
-    """A profile that is missing, unreadable or malformed; the message names the file and the field."""
-
-
-def load_mgwfbp_profile(path: Path) -> MgwfbpProfile:
-    if not path.is_file():
-        raise ProfileError(f"profile {path} does not exist")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ProfileError(f"profile {path}: not valid JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise ProfileError(f"profile {path}: must be a JSON object with forward_seconds and tensors")
-    try:
-        return MgwfbpProfile.model_validate(data)
-    except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
-            problems.append(f"{field}: {'missing' if err['type'] == 'missing' else err['msg']}")
-        raise ProfileError(f"profile {path}: {'; '.join(problems)}") from None
-
-
-def mgwfbp_answer(profile: MgwfbpProfile, cost: CostModel, algorithm: Algorithm) -> dict:
+def mgwfbp_answer(profile: ModelProfile, cost: CostModel, algorithm: Algorithm) -> dict:
     """``merged`` (forward order), ``groups`` (in the order sent) and ``iteration_seconds`` per strategy."""
     t_f = profile.forward_seconds
     t_b = [t.backward_seconds for t in profile.tensors]
@@ -115,8 +78,8 @@ def mgwfbp(profile: Path = typer.Option(..., "--profile", help="Model profile JS
     except ValueError as e:
         _fail(str(e).replace("CostModel.a", "--a").replace("CostModel.b", "--b"))
     try:
-        prof = load_mgwfbp_profile(profile)
-    except ProfileError as e:
+        prof = load_model_profile(profile)
+    except ModelProfileError as e:
         _fail(str(e))
     answer = mgwfbp_answer(prof, cost, algorithm)
     if as_json:

@@ -5,6 +5,9 @@ t_s from eq. 2–3, subject to n_c + n_f = N (eq. 5) and n_f <= n_c — the same
 search the ``stanza`` strategy runs (:func:`synclab.strategies.stanza.assign_nodes`).
 PS: n_s maximising throughput_ps = n_w K / t_ps (eq. 6–7) subject to
 n_w + n_s = N (§7.1). Values are 4 bytes; ``--bandwidth`` is B, each node's link.
+The profile is read by :func:`synclab.compute.profile.load_model_profile`: a
+whole profile, or with ``--partial`` one holding only ``batch_size`` and
+``boundary`` (e.g. a paper's constants written by hand).
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from pathlib import Path
 import typer
 
 
-def stanza_answer(profile_path: Path, nodes: int, bandwidth_bps: float) -> dict:
-    """The ``--json`` answer; raises ``ProfileError`` (a ``ValueError``) naming a bad profile field."""
+def stanza_answer(profile_path: Path, nodes: int, bandwidth_bps: float, *, partial: bool = False) -> dict:
+    """The ``--json`` answer; raises ``ModelProfileError`` (a ``ValueError``) naming the file and a bad field."""
     from synclab.plans.stanza import choose_ps_servers, ps_iteration_time, ps_throughput
     from synclab.plans.stanza import stanza_iteration_time, stanza_throughput
     from synclab.strategies.stanza import assign_nodes, read_profile
 
-    boundary = read_profile(profile_path)
+    boundary = read_profile(profile_path, partial=partial)
     stanza, ps = boundary.stanza(bandwidth_bps), boundary.ps(bandwidth_bps)
     n_f = assign_nodes(nodes, stanza)
     n_c = nodes - n_f
@@ -51,6 +54,9 @@ def plan_stanza(
     nodes: int = typer.Option(..., "--nodes", help="N: nodes to split into CONV/FC workers (and PS workers/servers)."),
     bandwidth: str = typer.Option(..., "--bandwidth", help="B: each node's link rate, e.g. 10gbit."),
     as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
+    partial: bool = typer.Option(False, "--partial",
+                                 help="Accept a profile holding only batch_size and boundary (e.g. a paper's "
+                                      "constants); the fields present are still checked."),
 ) -> None:
     """Stanza's CONV/FC split (eq. 2–5) and the PS worker/server split (eq. 6–7) for N nodes."""
     from synclab.config.units import parse_rate_bps
@@ -64,8 +70,8 @@ def plan_stanza(
     if bandwidth_bps <= 0:
         _refuse(f"--bandwidth must be > 0, got {bandwidth!r}")
     try:
-        answer = stanza_answer(profile, nodes, bandwidth_bps)
-    except ValueError as e:  # ProfileError names the field
+        answer = stanza_answer(profile, nodes, bandwidth_bps, partial=partial)
+    except ValueError as e:  # ModelProfileError names the file and the field
         _refuse(str(e))
     if as_json:
         typer.echo(json.dumps(answer, indent=2))

@@ -24,6 +24,15 @@ worker's batch), A = ``activations_per_sample``, P_c = ``conv_params``.
 ``meta`` (device name, driver, torch version, date, host, iterations) and
 ``spread`` (timing noise across the measured iterations) are informative.
 
+A tensor's ``backward_seconds`` is its t_b of MG-WFBP eq. 6, derived from
+gradient-ready times by :func:`backward_times`, the one place that rule lives
+(the profiler and the ``mgwfbp`` strategy's own measurement both use it).
+
+:func:`load_model_profile` is the one reader of profile files. By default it
+wants the whole format; ``partial=True`` (``synclab plan stanza --partial``)
+lets fields be absent, ``require=`` names the fields a caller cannot do
+without, and every field present is checked either way.
+
 Where checked-in profiles are found (first hit wins): ``$SYNCLAB_MODEL_PROFILES_DIR``
 (``os.pathsep``-separated), then the repository's ``profiles/`` when running
 from a checkout. File names are ``<model>-b<batch>-<device>.json``.
@@ -35,10 +44,12 @@ import json
 import math
 import os
 import re
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic.fields import FieldInfo
 
 KINDS = ("conv", "fc", "norm", "embedding", "rnn", "other")
 PROFILES_ENV = "SYNCLAB_MODEL_PROFILES_DIR"
@@ -48,7 +59,8 @@ SUM_TOLERANCE = 1e-4
 
 
 class ModelProfileError(ValueError):
-    """A profile that cannot be read, is malformed, or does not fit the model; the message names the field."""
+    """A model profile that cannot be read, is malformed, lacks a field its caller needs, or does not fit the
+    model; the message names the file (or the spec key) and the field."""
 
 
 def _seconds(v: Any) -> float:
@@ -61,7 +73,7 @@ Seconds = Annotated[float, BeforeValidator(_seconds)]
 
 
 class TensorTiming(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # strict: a count is an integer, never 1.0 or true
     name: str
     params: int = Field(ge=1)
     forward_seconds: Seconds
@@ -71,7 +83,7 @@ class TensorTiming(BaseModel):
 
 
 class Boundary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     activations_per_sample: int = Field(ge=1)
     conv_params: int = Field(ge=0)
     fc_params: int = Field(ge=0)
@@ -80,10 +92,26 @@ class Boundary(BaseModel):
 
 
 
-class ModelProfile(BaseModel):
+class _ProfileChecks(BaseModel):
+    """What a whole profile and a partial one both check: no unknown fields, totals that match the tensors."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="after")
+    def _totals(self):
+        if self.tensors is None:
+            return self
+        for what in ("forward", "backward"):
+            total = getattr(self, f"{what}_seconds")
+            summed = sum(getattr(t, f"{what}_seconds") for t in self.tensors)
+            if total is not None and abs(summed - total) > SUM_TOLERANCE * max(1.0, total) + 1e-6:
+                raise ValueError(f"{what}_seconds is {total:g} but the tensors' {what}_seconds sum to {summed:g}")
+        return self
+
+
+class ModelProfile(_ProfileChecks):
     """A validated model profile; build with :func:`parse_model_profile` or :func:`load_model_profile`."""
 
-    model_config = ConfigDict(extra="forbid")
     model: str
     batch_size: int = Field(ge=1)
     device: str
@@ -96,16 +124,6 @@ class ModelProfile(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict, description="model options it was measured with")
     meta: dict[str, Any] = Field(default_factory=dict)
     spread: dict[str, Any] = Field(default_factory=dict)
-
-
-    @model_validator(mode="after")
-    def _totals(self):
-        for what in ("forward", "backward"):
-            total = getattr(self, f"{what}_seconds")
-            summed = sum(getattr(t, f"{what}_seconds") for t in self.tensors)
-            if abs(summed - total) > SUM_TOLERANCE * max(1.0, total) + 1e-6:
-                raise ValueError(f"{what}_seconds is {total:g} but the tensors' {what}_seconds sum to {summed:g}")
-        return self
 
     @property
     def iteration_seconds(self) -> float:
@@ -131,38 +149,100 @@ class ModelProfile(BaseModel):
         return json.dumps(self.model_dump(mode="json", exclude_defaults=False), indent=1) + "\n"
 
 
+def _may_be_absent(field: FieldInfo) -> tuple[Any, Any]:
+    """A field of :class:`ModelProfile` as a partial profile has it: same checks, None when absent."""
+    if not field.is_required():
+        return field.annotation, field
+    checked = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+    return checked | None, None
+
+
+PartialModelProfile = create_model(
+    "PartialModelProfile", __base__=_ProfileChecks,
+    __doc__="A model profile read with ``partial=True``: any field may be None (absent); those present are checked.",
+    **{name: _may_be_absent(f) for name, f in ModelProfile.model_fields.items()})
+
+
 def _dotted(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        parts.append(f"{loc}: {e['msg'].removeprefix('Value error, ')}")
+        msg = "missing" if e["type"] == "missing" else e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}")
     return "; ".join(parts)
 
 
-def parse_model_profile(data: Any, source: str = "profile") -> ModelProfile:
-    """Validate decoded JSON; :class:`ModelProfileError` names ``source`` and the field at fault."""
+def parse_model_profile(data: Any, source: str = "profile", *, partial: bool = False,
+                        require: Collection[str] = ()) -> ModelProfile | PartialModelProfile:
+    """Validate decoded JSON; :class:`ModelProfileError` names ``source`` and the field at fault.
+
+    ``partial``: fields may be absent (a :class:`PartialModelProfile`); ``require``:
+    fields that must be present all the same (or, in a whole profile, optional
+    ones the caller needs, such as ``boundary``).
+    """
+    unknown = set(require) - set(ModelProfile.model_fields)
+    if unknown:
+        raise ValueError(f"require names no profile field: {sorted(unknown)}")
     if not isinstance(data, dict):
         raise ModelProfileError(f"{source}: a model profile is a JSON object, got {type(data).__name__}")
     try:
-        return ModelProfile.model_validate(data)
+        profile = (PartialModelProfile if partial else ModelProfile).model_validate(data)
     except ValidationError as e:
         raise ModelProfileError(f"{source}: {_dotted(e)}") from None
+    absent = [name for name in require if getattr(profile, name) is None]
+    if absent:
+        raise ModelProfileError(f"{source}: {'; '.join(f'{name}: missing' for name in absent)}")
+    return profile
 
 
-def read_profile_json(path: Path | str) -> Any:
-    """A profile file's decoded JSON; :class:`ModelProfileError` when it cannot be read or is not JSON."""
+def load_model_profile(path: Path | str, *, partial: bool = False,
+                       require: Collection[str] = ()) -> ModelProfile | PartialModelProfile:
+    """Read and validate a profile file (``partial``, ``require``: as in :func:`parse_model_profile`).
+
+    :class:`ModelProfileError` names the file: unreadable, not JSON, or the field at fault.
+    """
     try:
         text = Path(path).read_text()
-    except OSError as e:
-        raise ModelProfileError(f"cannot read profile {str(path)!r}: {e.strerror or e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelProfileError(f"cannot read profile {str(path)!r}: {getattr(e, 'strerror', None) or e}") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ModelProfileError(f"profile {str(path)!r} is not JSON: {e}") from None
+    return parse_model_profile(data, source=str(path), partial=partial, require=require)
 
 
-def load_model_profile(path: Path | str) -> ModelProfile:
-    return parse_model_profile(read_profile_json(path), source=str(path))
+def backward_times(backward_start: float, ready: Sequence[float], end: float | None = None) -> list[float]:
+    """Per-tensor t_b (MG-WFBP eq. 6) from the moments one backward pass made each gradient ready (§5.1).
+
+    ``ready[i]`` is when tensor i's gradient was ready (tensors in forward
+    order), ``backward_start`` when backward began (tau_b^(L) of eq. 6).
+    Eq. 6 lets tensor i's gradient be ready at backward_start + sum of t_b over
+    i..L-1, which can only be non-decreasing as i falls, and eq. 7 starts a
+    communication no earlier than the one after it. Autograd need not finish
+    gradients in descending index order (a layer's bias can come after its
+    weight), so tensor i counts as ready once it and every tensor after it are:
+    R_i = max(ready[i..L-1]), R_L = ``backward_start``, t_b[i] = R_i - R_{i+1}.
+    Then eq. 6 gives every tensor R_i, the moment eq. 7 can first send it in
+    any merge plan; when gradients come in descending order, t_b[i] is §5.1's
+    interval between consecutive ready events. A tensor ready before one after
+    it gets t_b = 0 and that later one the interval from the previous R. With
+    ``end`` (when backward returned), what follows the last gradient is added
+    to tensor 0, so the t_b add up to the whole pass.
+    """
+    if not ready:
+        raise ValueError("ready needs one time per tensor")
+    t_b = [0.0] * len(ready)
+    previous = backward_start
+    for i in range(len(ready) - 1, -1, -1):
+        current = max(previous, ready[i])
+        t_b[i] = current - previous
+        previous = current
+    if end is not None:
+        if end < previous:
+            raise ValueError(f"end {end!r} is before the last gradient was ready ({previous!r})")
+        t_b[0] += end - previous
+    return t_b
 
 
 def check_matches(profile: ModelProfile, names: list[str], numels: list[int], model: str) -> None:

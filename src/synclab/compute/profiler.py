@@ -11,9 +11,12 @@ Method (MG-WFBP §5.1 measures per-layer backward times the same way):
   proportion to their sizes (replay gates whole layers, so the split only
   matters for display).
 * Backward. ``register_post_accumulate_grad_hook`` stamps the moment each
-  gradient is ready; a tensor's backward time is the span from the previous
-  stamp (or from the start of ``backward()``) to its own; what remains after the
-  last stamp goes to the last tensor.
+  gradient is ready; :func:`~synclab.compute.profile.backward_times` turns the
+  stamps into per-tensor t_b (MG-WFBP eq. 6), the rule the ``mgwfbp`` strategy
+  measures with too: in backward order, each tensor's span from the latest
+  stamp of the tensors after it (or from the start of ``backward()``) to its
+  own, none when it was ready earlier (a conv's or norm's weight comes before
+  its bias); what remains after the last stamp goes to tensor 0.
 * Update. After backward, one ``torch.optim.SGD`` step (momentum 0.9, weight
   decay 1e-4: the arithmetic of every worker-side update in SyncLab) is timed
   as a whole (``update_seconds``, median); its learning rate is tiny so the
@@ -43,7 +46,7 @@ from collections.abc import Callable
 
 import torch
 
-from synclab.compute.profile import ModelProfile, kind_of, parse_model_profile
+from synclab.compute.profile import ModelProfile, backward_times, kind_of, parse_model_profile
 
 
 def _device_meta(device: torch.device) -> dict:
@@ -157,15 +160,8 @@ def measure_profile(model_name: str, *, batch_size: int, device: str = "cpu", it
                 total = sum(infos[i].numel for i in idx)
                 for i in idx:
                     fwd[i] = per_layer[li] * infos[i].numel / total
-            order = sorted(range(len(tensors)), key=lambda i: ready[i])
-            bwd = [0.0] * len(tensors)
-            prev = t_loss
-            for i in order:
-                bwd[i] = ready[i] - prev
-                prev = ready[i]
-            bwd[order[-1]] += t_end - prev
             fwd_runs.append(fwd)
-            bwd_runs.append(bwd)
+            bwd_runs.append(backward_times(t_loss, ready, end=t_end))
             upd_runs.append(t_upd - t_end)
             if progress:
                 progress(it + 1, warmup + iterations)
@@ -192,7 +188,8 @@ def measure_profile(model_name: str, *, batch_size: int, device: str = "cpu", it
         "update_seconds": round(statistics.median(upd_runs), 9),
         "tensors": rows, "options": options,
         "meta": {**_device_meta(dev), "iterations": iterations, "warmup": warmup,
-                 "method": "per-layer pre-hook spans (forward), gradient-ready spans (backward), "
+                 "method": "per-layer pre-hook spans (forward), gradient-ready times to MG-WFBP eq. 6 t_b, a "
+                           "tensor ready once every later one is (backward), "
                            "torch.optim.SGD step with momentum and weight decay (update); medians"},
         "spread": {"forward_seconds": spread([sum(r) for r in fwd_runs]),
                    "backward_seconds": spread([sum(r) for r in bwd_runs]),

@@ -21,6 +21,9 @@ Python index ``i`` is the paper's layer ``l = i + 1``; index 0 is the layer
 nearest the input and index L-1 the one nearest the loss. "Layer" means one
 gradient tensor (the paper's footnote 5).
 
+Per-tensor t_b come from measured gradient-ready times through
+:func:`synclab.compute.profile.backward_times`, which owns that rule.
+
 Sizes are in whatever unit the cost model was fitted in (the paper's
 Algorithm 1 uses parameter counts p, Fig. 4 uses bytes 4p); times in seconds.
 """
@@ -39,7 +42,6 @@ __all__ = [
     "MergePlan",
     "NoBandwidthSignal",
     "algorithm1",
-    "backward_times",
     "brute_force_plan",
     "comm_timeline",
     "decode_merged",
@@ -438,29 +440,6 @@ def brute_force_plan(
 
 
 # -- helpers for running a plan (the ``mgwfbp`` and ``synceasgd`` strategies) ----------------------
-
-
-def backward_times(backward_start: float, ready: Sequence[float]) -> list[float]:
-    """Per-tensor t_b from one measured backward pass (§5.1), for the plans above.
-
-    ``ready[i]`` is when tensor i's gradient was ready, ``backward_start``
-    when backward began. §5.1 takes the interval between consecutive
-    gradient-ready events. Autograd need not produce gradients in exactly
-    descending index order (a conv layer's bias gradient comes after its
-    weight's), while a plan sends groups L-1..0 in turn, so tensor i counts as
-    ready once it and every tensor after it are: R_i = max(ready[i..L-1]) and
-    t_b[i] = R_i - R_{i+1} with R_L = ``backward_start``. In descending order
-    this is exactly §5.1's interval; the sum is always the whole backward pass.
-    """
-    if not ready:
-        raise ValueError("ready needs one time per tensor")
-    t_b = [0.0] * len(ready)
-    previous = backward_start
-    for i in range(len(ready) - 1, -1, -1):
-        current = max(previous, ready[i])
-        t_b[i] = current - previous
-        previous = current
-    return t_b
 
 
 def group_layout(plan: MergePlan, sizes: Sequence[int]) -> list[tuple[tuple[int, int, int], ...]]:

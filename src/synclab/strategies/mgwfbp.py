@@ -11,8 +11,9 @@ A run goes through four steps:
 2. Iterations 1..P (P = ``strategy.profile_iterations``) run as WFBP (§2.3):
    each gradient is all-reduced alone as soon as it is ready. Meanwhile rank 0
    times the forward pass t_f (to the loss, gate waits excluded) and each
-   tensor's backward time t_b as the interval between consecutive
-   gradient-ready events, with the engine's stopwatch (§5.1; on CUDA it synchronizes the device before every
+   tensor's backward time t_b from the gradient-ready events
+   (:func:`synclab.compute.profile.backward_times`, the rule model profiles
+   use too), with the engine's stopwatch (§5.1; on CUDA it synchronizes the device before every
    timestamp of these iterations, as the paper does; on CPU autograd already
    runs one node at a time).
 3. At the end of iteration P, on the communication thread (overlapping the
@@ -43,12 +44,12 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from synclab.collective.ring import ring_allreduce_
+from synclab.compute.profile import backward_times
 from synclab.plans.mgwfbp import (
     CostModel,
     MergePlan,
     NoBandwidthSignal,
     algorithm1,
-    backward_times,
     decode_merged,
     fit_cost_model,
     fit_sizes,

@@ -68,14 +68,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from synclab.collective.recursive_doubling import recursive_doubling_allreduce_, recursive_doubling_peers
 from synclab.collective.schedules import segment_bounds
-from synclab.compute.profile import ModelProfileError, read_profile_json
+from synclab.compute.profile import Boundary, ModelProfileError, load_model_profile
 from synclab.config.units import parse_rate_bps
 from synclab.plans.stanza import PsProfile, StanzaProfile, stanza_iteration_time, stanza_throughput
 from synclab.compute.engine import EngineBase
@@ -91,78 +90,36 @@ FC_PREFIX = "classifier."
 CONV_PREFIX = "features."
 
 
-ProfileError = ModelProfileError  # a model profile that cannot be used; the message names the field
-
-
 @dataclass(frozen=True)
 class BoundaryProfile:
-    """What Stanza's and the PS model need from a model profile (the ``boundary`` part and ``batch_size``).
+    """What Stanza's and the PS model need from a model profile: its ``batch_size`` K and ``boundary``.
 
-    ``conv_seconds`` is T_c (CONV forward+backward per batch), ``fc_seconds``
-    T_f (FC forward+backward for one CONV worker's batch), ``activations_per_sample``
-    A, ``conv_params`` P_c; ``batch_size`` K.
+    ``boundary.conv_seconds`` is T_c (CONV forward+backward per batch),
+    ``fc_seconds`` T_f (FC forward+backward for one CONV worker's batch),
+    ``activations_per_sample`` A, ``conv_params`` P_c and ``fc_params`` P_f.
     """
 
     batch_size: int
-    activations_per_sample: int
-    conv_params: int
-    fc_params: int
-    conv_seconds: float
-    fc_seconds: float
+    boundary: Boundary
 
     def stanza(self, bandwidth_bps: float) -> StanzaProfile:
-        return StanzaProfile(conv_time_s=self.conv_seconds, fc_time_s=self.fc_seconds,
-                             activations=self.activations_per_sample, batch_size=self.batch_size,
-                             conv_params=self.conv_params, bandwidth_bps=bandwidth_bps)
+        b = self.boundary
+        return StanzaProfile(conv_time_s=b.conv_seconds, fc_time_s=b.fc_seconds, activations=b.activations_per_sample,
+                             batch_size=self.batch_size, conv_params=b.conv_params, bandwidth_bps=bandwidth_bps)
 
     def ps(self, bandwidth_bps: float) -> PsProfile:
         """PS model (eq. 6): P = P_c + P_f and T_ps = T_c + T_f — one worker's forward and backward of
         the whole model on its batch, from the same measurement Stanza's constants come from."""
-        return PsProfile(compute_time_s=self.conv_seconds + self.fc_seconds,
-                         params=self.conv_params + self.fc_params, batch_size=self.batch_size,
-                         bandwidth_bps=bandwidth_bps)
+        b = self.boundary
+        return PsProfile(compute_time_s=b.conv_seconds + b.fc_seconds, params=b.conv_params + b.fc_params,
+                         batch_size=self.batch_size, bandwidth_bps=bandwidth_bps)
 
 
-def _count(data: dict, field: str, where: str, minimum: int) -> int:
-    if field not in data:
-        raise ProfileError(f"profile field {where}{field} is missing")
-    value = data[field]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ProfileError(f"profile field {where}{field} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _seconds(data: dict, field: str, where: str) -> float:
-    if field not in data:
-        raise ProfileError(f"profile field {where}{field} is missing")
-    value = data[field]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ProfileError(f"profile field {where}{field} must be a finite number of seconds >= 0, got {value!r}")
-    return float(value)
-
-
-def parse_profile(data: Any) -> BoundaryProfile:
-    """The Stanza part of a model profile (JSON already decoded); :class:`ProfileError` names a bad field."""
-    if not isinstance(data, dict):
-        raise ProfileError(f"a model profile is a JSON object, got {type(data).__name__}")
-    batch_size = _count(data, "batch_size", "", 1)
-    if "boundary" not in data:
-        raise ProfileError("profile field boundary is missing (the model has no CONV/FC split?)")
-    boundary = data["boundary"]
-    if not isinstance(boundary, dict):
-        raise ProfileError(f"profile field boundary must be an object, got {boundary!r}")
-    return BoundaryProfile(
-        batch_size=batch_size,
-        activations_per_sample=_count(boundary, "activations_per_sample", "boundary.", 1),
-        conv_params=_count(boundary, "conv_params", "boundary.", 0),
-        fc_params=_count(boundary, "fc_params", "boundary.", 0),
-        conv_seconds=_seconds(boundary, "conv_seconds", "boundary."),
-        fc_seconds=_seconds(boundary, "fc_seconds", "boundary."),
-    )
-
-
-def read_profile(path: Path | str) -> BoundaryProfile:
-    return parse_profile(read_profile_json(path))
+def read_profile(path: Path | str, *, partial: bool = False) -> BoundaryProfile:
+    """Stanza's constants from a model profile file; ``partial``: the file may hold only ``batch_size`` and
+    ``boundary`` (e.g. a paper's figures). :class:`ModelProfileError` names the file and the field."""
+    profile = load_model_profile(path, partial=partial, require=("batch_size", "boundary"))
+    return BoundaryProfile(batch_size=profile.batch_size, boundary=profile.boundary)
 
 
 def assign_nodes(total_nodes: int, profile: StanzaProfile) -> int:
@@ -243,8 +200,8 @@ class Stanza(Strategy):
                             assigned_by="strategy.fc_workers")
         try:
             profile = read_profile(options.profile).stanza(parse_rate_bps(options.bandwidth))
-        except ProfileError as e:
-            raise ProfileError(f"strategy.profile: {e}") from None
+        except ModelProfileError as e:
+            raise ModelProfileError(f"strategy.profile: {e}") from None
         n_f = assign_nodes(workers, profile)
         n_c = workers - n_f
         return cls.Plan(boundary=boundary, conv_workers=n_c, fc_workers=n_f, assigned_by="eq. 2-5",

@@ -41,6 +41,8 @@ def test_a_valid_profile_parses_and_sums():
                    "fc_seconds": 0}}, "boundary.activations_per_sample"),
     ({"dtype": "int8"}, "dtype"),
     ({"extra": 1}, "extra"),
+    ({"batch_size": 8.0}, "batch_size"),                      # a count is an integer
+    ({"batch_size": True}, "batch_size"),
 ])
 def test_bad_fields_are_named(change, field):
     with pytest.raises(ModelProfileError, match=field.replace(".", r"\.")):
@@ -71,6 +73,35 @@ def test_files_that_are_not_profiles(tmp_path):
     (tmp_path / "list.json").write_text("[]")
     with pytest.raises(ModelProfileError, match="JSON object"):
         load_model_profile(tmp_path / "list.json")
+
+
+def test_a_partial_profile_only_when_asked_and_what_is_there_is_checked(tmp_path):
+    boundary = {"activations_per_sample": 4, "conv_params": 1, "fc_params": 1, "conv_seconds": 0.1,
+                "fc_seconds": 0.0}
+    path = tmp_path / "stanza.json"
+    path.write_text(json.dumps({"batch_size": 8, "boundary": boundary}))
+    with pytest.raises(ModelProfileError, match=r"stanza\.json: model: missing; device: missing"):
+        load_model_profile(path)
+    p = load_model_profile(path, partial=True, require=("batch_size", "boundary"))
+    assert (p.batch_size, p.boundary.activations_per_sample, p.model, p.tensors) == (8, 4, None, None)
+    with pytest.raises(ModelProfileError, match=r"stanza\.json: update_seconds: missing"):
+        load_model_profile(path, partial=True, require=("update_seconds",))
+    path.write_text(json.dumps({"batch_size": 8, "boundary": {**boundary, "fc_seconds": -1}}))
+    with pytest.raises(ModelProfileError, match=r"stanza\.json: boundary\.fc_seconds"):
+        load_model_profile(path, partial=True)
+    path.write_text(json.dumps({"batch_size": 8, "forward_seconds": 0.5, "tensors": small()["tensors"]}))
+    with pytest.raises(ModelProfileError, match="forward_seconds is 0.5 but the tensors"):
+        load_model_profile(path, partial=True)
+
+
+def test_require_names_fields_a_whole_profile_may_leave_out(tmp_path):
+    path = tmp_path / "mlp.json"
+    path.write_text(json.dumps(small()))
+    assert load_model_profile(path).boundary is None
+    with pytest.raises(ModelProfileError, match=r"mlp\.json: boundary: missing"):
+        load_model_profile(path, require=("boundary",))
+    with pytest.raises(ValueError, match="no profile field"):
+        load_model_profile(path, require=("bondary",))
 
 
 def test_a_profile_must_fit_the_model():

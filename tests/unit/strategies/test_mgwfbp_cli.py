@@ -14,10 +14,10 @@ PROFILE = {
     "model": "toy", "batch_size": 32, "device": "cpu", "dtype": "float32",
     "forward_seconds": 0.01, "backward_seconds": 0.0072,
     "tensors": [
-        {"name": "conv.weight", "params": 1000, "forward_seconds": 0.001, "backward_seconds": 0.002, "kind": "conv"},
-        {"name": "conv.bias", "params": 10, "forward_seconds": 0.0, "backward_seconds": 0.0001, "kind": "conv"},
-        {"name": "fc.weight", "params": 100000, "forward_seconds": 0.001, "backward_seconds": 0.005, "kind": "fc"},
-        {"name": "fc.bias", "params": 100, "forward_seconds": 0.0, "backward_seconds": 0.0001, "kind": "fc"},
+        {"name": "conv.weight", "params": 1000, "forward_seconds": 0.004, "backward_seconds": 0.002, "kind": "conv"},
+        {"name": "conv.bias", "params": 10, "forward_seconds": 0.001, "backward_seconds": 0.0001, "kind": "conv"},
+        {"name": "fc.weight", "params": 100000, "forward_seconds": 0.004, "backward_seconds": 0.005, "kind": "fc"},
+        {"name": "fc.bias", "params": 100, "forward_seconds": 0.001, "backward_seconds": 0.0001, "kind": "fc"},
     ],
     "boundary": {"activations_per_sample": 10, "conv_params": 1010, "fc_params": 100100,
                  "conv_seconds": 0.01, "fc_seconds": 0.002},
@@ -93,14 +93,16 @@ def _without(key, index=None):
 @pytest.mark.parametrize("profile, field", [
     (_without("forward_seconds"), "forward_seconds: missing"),
     (_without("tensors"), "tensors: missing"),
-    (_without("params", 2), "tensors[2].params: missing"),
-    (_without("backward_seconds", 0), "tensors[0].backward_seconds: missing"),
+    (_without("params", 2), "tensors.2.params: missing"),
+    (_without("backward_seconds", 0), "tensors.0.backward_seconds: missing"),
+    (_without("kind", 1), "tensors.1.kind: missing"),            # the whole format is checked, not just t_b
     ({**PROFILE, "tensors": []}, "tensors:"),
     ({**PROFILE, "forward_seconds": -1}, "forward_seconds:"),
     ({**PROFILE, "forward_seconds": "fast"}, "forward_seconds:"),
-    ({**PROFILE, "tensors": [{**PROFILE["tensors"][0], "params": 2.5}]}, "tensors[0].params:"),
-    ("[1, 2]", "must be a JSON object"),
-    ("{not json", "not valid JSON"),
+    ({**PROFILE, "tensors": [{**PROFILE["tensors"][0], "params": 2.5}]}, "tensors.0.params:"),
+    ({**PROFILE, "backward_seconds": 1.0}, "backward_seconds is 1 but the tensors' backward_seconds sum to 0.0072"),
+    ("[1, 2]", "a model profile is a JSON object"),
+    ("{not json", "is not JSON"),
 ])
 def test_malformed_profile_exits_2_naming_the_field(tmp_path, profile, field):
     r = _plan(tmp_path, profile, "--a", str(A), "--b", str(B), "--json")
@@ -110,7 +112,7 @@ def test_malformed_profile_exits_2_naming_the_field(tmp_path, profile, field):
 
 def test_missing_profile_exits_2(tmp_path):
     r = CliRunner().invoke(app, ["mgwfbp", "--profile", str(tmp_path / "none.json"), "--a", "0", "--b", "0"])
-    assert r.exit_code == 2 and "does not exist" in r.stderr
+    assert r.exit_code == 2 and "cannot read profile" in r.stderr and "none.json" in r.stderr
 
 
 def test_negative_cost_exits_2_naming_the_option(tmp_path):

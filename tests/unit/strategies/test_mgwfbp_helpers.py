@@ -1,46 +1,19 @@
-"""Pure helpers that run an MG-WFBP plan: t_b from gradient-ready times, buffer layout, plan broadcast, fit sizes."""
+"""Pure helpers that run an MG-WFBP plan: buffer layout, plan broadcast, fit sizes (t_b: tests/unit/compute)."""
 
 from __future__ import annotations
 
 import itertools
-import random
 
 import pytest
 
 from synclab.plans.mgwfbp import (
     MergePlan,
-    backward_times,
     decode_merged,
     fit_sizes,
     group_layout,
     synceasgd_plan,
     wfbp_plan,
 )
-
-
-def test_backward_times_are_the_intervals_between_ready_events():
-    # backward starts at 1.0; tensors 3, 2, 1, 0 ready at 1.5, 1.75, 3.0, 3.25 (§5.1)
-    assert backward_times(1.0, [3.25, 3.0, 1.75, 1.5]) == [0.25, 1.25, 0.25, 0.5]
-
-
-def test_backward_times_when_a_bias_comes_after_its_weight():
-    # a conv layer: weight (index 0) ready at 2.0, its bias (index 1) at 2.25, layer above (2) at 1.0;
-    # a plan sends 2, then 1, then 0, so 1 counts as ready at 2.25 and 0 adds nothing after it
-    assert backward_times(0.0, [2.0, 2.25, 1.0]) == [0.0, 1.25, 1.0]
-
-
-def test_backward_times_always_sum_to_the_whole_backward_pass():
-    rng = random.Random(4)
-    for _ in range(200):
-        ready = [rng.uniform(0, 1) for _ in range(rng.randint(1, 12))]
-        t_b = backward_times(-0.5, ready)
-        assert min(t_b) >= 0
-        assert sum(t_b) == pytest.approx(max(ready) + 0.5)
-
-
-def test_backward_times_needs_tensors():
-    with pytest.raises(ValueError):
-        backward_times(0.0, [])
 
 
 def test_group_layout_packs_each_group_in_send_order():

@@ -7,25 +7,40 @@ import random
 import pytest
 from pydantic import ValidationError
 
+from synclab.compute.profile import ModelProfileError
 from synclab.plans.stanza import StanzaProfile, choose_fc_workers
 from synclab.core import ParamInfo
 from synclab.strategies.stanza import (
-    ProfileError,
     Stanza,
     StanzaOptions,
     assign_nodes,
     conv_groups,
-    parse_profile,
     read_profile,
     split_params,
 )
 
 PROFILE_JSON = {
     "model": "alexnet", "batch_size": 128, "device": "cuda", "dtype": "float32",
-    "forward_seconds": 0.05, "backward_seconds": 0.1, "tensors": [],
+    "forward_seconds": 0.05, "backward_seconds": 0.1,
+    "tensors": [{"name": "features.0.weight", "params": 2_300_000, "forward_seconds": 0.045,
+                 "backward_seconds": 0.075, "kind": "conv"},
+                {"name": "classifier.0.weight", "params": 58_800_000, "forward_seconds": 0.005,
+                 "backward_seconds": 0.025, "kind": "fc"}],
     "boundary": {"activations_per_sample": 9216, "conv_params": 2_300_000, "fc_params": 58_800_000,
                  "conv_seconds": 0.12, "fc_seconds": 0.01},
 }
+STANZA_ONLY = {"batch_size": 128, "boundary": PROFILE_JSON["boundary"]}
+
+
+def written(tmp_path, data, name="profile.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture
+def profile_path(tmp_path):
+    return written(tmp_path, PROFILE_JSON)
 
 
 def eq4_throughput(n_c: int, n_f: int, p: StanzaProfile) -> float:
@@ -60,9 +75,9 @@ def test_assignment_is_the_brute_force_maximum_of_eq_4():
         assert assign_nodes(total, profile) == brute_force(total, profile), (total, profile)
 
 
-def test_assignment_equals_eq_5_verbatim_when_no_fc_worker_would_idle():
+def test_assignment_equals_eq_5_verbatim_when_no_fc_worker_would_idle(profile_path):
     # AlexNet-like numbers on 10 Gbit/s: many CONV workers per FC worker, as in the paper's runs
-    profile = parse_profile(PROFILE_JSON).stanza(10e9)
+    profile = read_profile(profile_path).stanza(10e9)
     for total in range(2, 33):
         assert assign_nodes(total, profile) == choose_fc_workers(total, profile)
 
@@ -86,9 +101,9 @@ def test_conv_groups_are_contiguous_and_as_equal_as_possible():
             assert max(map(len, groups)) - min(map(len, groups)) <= 1 and min(map(len, groups)) >= 1
 
 
-def test_profile_fields_are_read():
-    b = parse_profile(PROFILE_JSON)
-    assert (b.batch_size, b.activations_per_sample, b.conv_params, b.fc_params) == (128, 9216, 2_300_000, 58_800_000)
+def test_profile_fields_are_read(profile_path):
+    b = read_profile(profile_path)
+    assert b.batch_size == 128 and b.boundary.fc_params == 58_800_000
     s = b.stanza(1e9)
     assert (s.conv_time_s, s.fc_time_s, s.activations, s.batch_size) == (0.12, 0.01, 9216, 128)
     assert s.conv_params == 2_300_000
@@ -106,38 +121,47 @@ def test_profile_fields_are_read():
     (("boundary", "conv_seconds"), -0.1, "boundary.conv_seconds"),
     (("boundary", "fc_seconds"), float("nan"), "boundary.fc_seconds"),
 ])
-def test_a_bad_profile_field_is_named(path, value, field):
-    data = json.loads(json.dumps(PROFILE_JSON))
+@pytest.mark.parametrize("partial", [False, True])
+def test_a_bad_profile_field_is_named_with_the_file(tmp_path, path, value, field, partial):
+    data = json.loads(json.dumps(PROFILE_JSON if not partial else STANZA_ONLY))
     target = data
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = value
-    with pytest.raises(ProfileError, match=f"profile field {field} "):
-        parse_profile(data)
+    with pytest.raises(ModelProfileError, match=f"bad.json: {field}: "):
+        read_profile(written(tmp_path, data, "bad.json"), partial=partial)
 
 
 @pytest.mark.parametrize("missing", ["batch_size", "boundary", "boundary.conv_seconds"])
-def test_a_missing_profile_field_is_named(missing):
+def test_a_missing_profile_field_is_named(tmp_path, missing):
     data = json.loads(json.dumps(PROFILE_JSON))
     if "." in missing:
         del data["boundary"][missing.split(".")[1]]
     else:
         del data[missing]
-    with pytest.raises(ProfileError, match=f"profile field {missing} is missing"):
-        parse_profile(data)
+    with pytest.raises(ModelProfileError, match=f"{missing}: missing"):
+        read_profile(written(tmp_path, data))
+
+
+def test_a_partial_profile_only_when_asked(tmp_path):
+    path = written(tmp_path, STANZA_ONLY)
+    with pytest.raises(ModelProfileError, match="model: missing"):
+        read_profile(path)
+    assert read_profile(path, partial=True).stanza(1e9) == read_profile(written(tmp_path, PROFILE_JSON, "whole.json")).stanza(1e9)
+    with pytest.raises(ModelProfileError, match="batch_size: missing"):
+        read_profile(written(tmp_path, {"boundary": PROFILE_JSON["boundary"]}), partial=True)
 
 
 def test_profile_files_that_cannot_be_read(tmp_path):
-    with pytest.raises(ProfileError, match="cannot read profile"):
+    with pytest.raises(ModelProfileError, match="cannot read profile"):
         read_profile(tmp_path / "absent.json")
     (tmp_path / "p.json").write_text("{not json")
-    with pytest.raises(ProfileError, match="is not JSON"):
+    with pytest.raises(ModelProfileError, match="is not JSON"):
         read_profile(tmp_path / "p.json")
 
 
-def test_options_need_fc_workers_or_a_profile_and_bandwidth(tmp_path):
-    path = tmp_path / "profile.json"
-    path.write_text(json.dumps(PROFILE_JSON))
+def test_options_need_fc_workers_or_a_profile_and_bandwidth(profile_path):
+    path = profile_path
     assert StanzaOptions(fc_workers=2).fc_workers == 2
     assert StanzaOptions(profile=path, bandwidth="10gbit").profile == path
     with pytest.raises(ValidationError, match="strategy.fc_workers, or strategy.profile and strategy.bandwidth"):
@@ -180,12 +204,10 @@ def test_plan_with_fixed_fc_workers():
         Stanza.make_plan(cnn_params(), ps_shards=0, workers=1, seed=0, options=StanzaOptions(fc_workers=1))
 
 
-def test_plan_from_the_profile_solves_eq_5(tmp_path):
-    path = tmp_path / "profile.json"
-    path.write_text(json.dumps(PROFILE_JSON))
-    options = StanzaOptions(profile=path, bandwidth="10gbit")
+def test_plan_from_the_profile_solves_eq_5(profile_path):
+    options = StanzaOptions(profile=profile_path, bandwidth="10gbit")
     plan = Stanza.make_plan(cnn_params(), ps_shards=0, workers=11, seed=0, options=options)
-    profile = parse_profile(PROFILE_JSON).stanza(10e9)
+    profile = read_profile(profile_path).stanza(10e9)
     n_f = brute_force(11, profile)
     assert (plan.conv_workers, plan.fc_workers) == (11 - n_f, n_f)
     assert plan.assigned_by == "eq. 2-5"
@@ -194,10 +216,8 @@ def test_plan_from_the_profile_solves_eq_5(tmp_path):
 
 
 def test_plan_names_a_bad_profile_field(tmp_path):
-    path = tmp_path / "profile.json"
     data = json.loads(json.dumps(PROFILE_JSON))
     data["boundary"]["fc_seconds"] = "fast"
-    path.write_text(json.dumps(data))
-    options = StanzaOptions(profile=path, bandwidth="1gbit")  # only rank 0 reads the file, in make_plan
-    with pytest.raises(ProfileError, match="strategy.profile: profile field boundary.fc_seconds"):
+    options = StanzaOptions(profile=written(tmp_path, data), bandwidth="1gbit")  # only rank 0 reads it, in make_plan
+    with pytest.raises(ModelProfileError, match="strategy.profile: .*profile.json: boundary.fc_seconds"):
         Stanza.make_plan(cnn_params(), ps_shards=0, workers=4, seed=0, options=options)

@@ -16,7 +16,11 @@ from synclab.plans.stanza import (
 
 PROFILE = {
     "model": "alexnet", "batch_size": 128, "device": "cuda", "dtype": "float32",
-    "forward_seconds": 0.05, "backward_seconds": 0.1, "tensors": [],
+    "forward_seconds": 0.05, "backward_seconds": 0.1,
+    "tensors": [{"name": "features.0.weight", "params": 2_300_000, "forward_seconds": 0.045,
+                 "backward_seconds": 0.075, "kind": "conv"},
+                {"name": "classifier.0.weight", "params": 58_800_000, "forward_seconds": 0.005,
+                 "backward_seconds": 0.025, "kind": "fc"}],
     "boundary": {"activations_per_sample": 9216, "conv_params": 2_300_000, "fc_params": 58_800_000,
                  "conv_seconds": 0.12, "fc_seconds": 0.01},
 }
@@ -61,17 +65,30 @@ def test_json_answer_follows_eq_2_to_7(cli, profile_path):
         max(n_w * 128 / ps_iteration_time(n_w, 11 - n_w, ps) for n_w in range(1, 11)))
 
 
-def test_4_byte_values(cli, tmp_path):
+def test_4_byte_values_from_a_partial_profile(cli, tmp_path):
     # 32 bit/s moves one 4-byte value per second: times can be read off the formulas by hand
     profile = {"batch_size": 3, "boundary": {"activations_per_sample": 2, "conv_params": 5, "fc_params": 7,
                                              "conv_seconds": 10.0, "fc_seconds": 1.0}}
     path = tmp_path / "p.json"
     path.write_text(json.dumps(profile))
-    got = json.loads(cli("--profile", path, "--nodes", 2, "--bandwidth", "32bit", "--json").output)
+    got = json.loads(cli("--profile", path, "--nodes", 2, "--bandwidth", "32bit", "--json", "--partial").output)
     # n_c = n_f = 1: t_s = 10 + 1 + 2*1*2*3 + 5*0 = 23
     assert (got["conv_workers"], got["fc_workers"], got["iteration_seconds"]) == (1, 1, 23.0)
     # n_w = n_s = 1: t_ps = 2*1*12/1 + 11 = 35
     assert (got["ps"]["workers"], got["ps"]["servers"], got["ps"]["iteration_seconds"]) == (1, 1, 35.0)
+
+
+def test_a_partial_profile_needs_the_flag_and_still_batch_size_and_boundary(cli, tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"batch_size": 3, "boundary": PROFILE["boundary"]}))
+    r = cli("--profile", path, "--nodes", 4, "--bandwidth", "1gbit")
+    assert r.exit_code == 2 and "p.json" in r.output and "model: missing" in r.output
+    path.write_text(json.dumps({"boundary": PROFILE["boundary"]}))
+    r = cli("--profile", path, "--nodes", 4, "--bandwidth", "1gbit", "--partial")
+    assert r.exit_code == 2 and "p.json: batch_size: missing" in r.output
+    path.write_text(json.dumps({"batch_size": 3, "boundary": PROFILE["boundary"], "forward_seconds": "fast"}))
+    r = cli("--profile", path, "--nodes", 4, "--bandwidth", "1gbit", "--partial")
+    assert r.exit_code == 2 and "p.json: forward_seconds:" in r.output  # what is there is checked
 
 
 def test_human_readable_by_default(cli, profile_path):
@@ -92,7 +109,7 @@ def test_malformed_profile_exits_2_naming_the_field(cli, tmp_path, field, value)
     path.write_text(json.dumps(data))
     r = cli("--profile", path, "--nodes", 4, "--bandwidth", "1gbit")
     assert r.exit_code == 2
-    assert f"profile field {field}" in r.output
+    assert f"bad.json: {field}: " in r.output
 
 
 @pytest.mark.parametrize("args, message", [
