@@ -44,6 +44,17 @@ def stanza_answer(profile_path: Path, nodes: int, bandwidth_bps: float, *, parti
     }
 
 
+def _partial_hint(profile_path: Path) -> str:
+    """Said when a profile is refused whole but would be read with ``--partial``: the flag stays explicit."""
+    from synclab.strategies.stanza import read_profile
+
+    try:
+        read_profile(profile_path, partial=True)
+    except ValueError:
+        return ""
+    return " (it holds batch_size and boundary: --partial plans from those alone)"
+
+
 def _refuse(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
@@ -72,7 +83,7 @@ def plan_stanza(
     try:
         answer = stanza_answer(profile, nodes, bandwidth_bps, partial=partial)
     except ValueError as e:  # ModelProfileError names the file and the field
-        _refuse(str(e))
+        _refuse(f"{e}{'' if partial else _partial_hint(profile)}")
     if as_json:
         typer.echo(json.dumps(answer, indent=2))
         return

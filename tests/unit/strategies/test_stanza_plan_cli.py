@@ -82,7 +82,7 @@ def test_a_partial_profile_needs_the_flag_and_still_batch_size_and_boundary(cli,
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"batch_size": 3, "boundary": PROFILE["boundary"]}))
     r = cli("--profile", path, "--nodes", 4, "--bandwidth", "1gbit")
-    assert r.exit_code == 2 and "p.json" in r.output and "model: missing" in r.output
+    assert r.exit_code == 2 and "p.json" in r.output and "model: missing" in r.output and "--partial" in r.output
     path.write_text(json.dumps({"boundary": PROFILE["boundary"]}))
     r = cli("--profile", path, "--nodes", 4, "--bandwidth", "1gbit", "--partial")
     assert r.exit_code == 2 and "p.json: batch_size: missing" in r.output
