@@ -86,14 +86,15 @@ def render(dashboards: list[Path] = typer.Argument(None, help="Dashboard JSON fi
     """Render every dashboard's panels from Prometheus into one PNG each (+ CSV and JSON of the series)."""
     from synclab.dashboards.figure import draw
     from synclab.dashboards.prometheus import Prometheus, PrometheusError
-    from synclab.dashboards.snapshot import (DashboardError, load_dashboard, load_saved, parse_duration, parse_time,
-                                             take_snapshot, write_data)
+    from synclab.config.units import parse_prometheus_duration_s
+    from synclab.dashboards.snapshot import (DashboardError, load_dashboard, load_saved, parse_time, take_snapshot,
+                                             write_data)
 
     files = _dashboard_files(dashboards or [])
     given = _variables(var)
     try:
-        scrape_s = parse_duration(scrape_interval)
-        step_s = parse_duration(step) if step else None
+        scrape_s = parse_prometheus_duration_s(scrape_interval)
+        step_s = parse_prometheus_duration_s(step) if step else None
     except ValueError as e:
         _fail(str(e))
     if scrape_s <= 0 or (step_s is not None and step_s <= 0):

@@ -1,4 +1,5 @@
-"""Human units parsed once, at the edge: rates ("4gbit"), durations ("20ms"), sizes ("1MiB")."""
+"""Human units parsed once, at the edge: rates ("4gbit"), durations ("20ms"), sizes ("1MiB"), and
+Prometheus/Grafana durations ("5m", "1h30m")."""
 
 from __future__ import annotations
 
@@ -53,3 +54,19 @@ def parse_size_bytes(value: str | int) -> int:
     if unit not in _SIZE and unit != "":
         raise ValueError(f"unknown size unit {unit!r} in {value!r}; use B, KiB, MiB, GiB, kB, MB, GB")
     return int(round(num * _SIZE.get(unit, 1)))
+
+
+# Prometheus' duration syntax (also Grafana's time ranges): every part carries a unit ("1h30m");
+# unlike tc's, "m" is minutes and a bare number is refused.
+_PROM_TIME = {"ms": _TIME["ms"], "s": _TIME["s"], "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0,
+              "y": 31536000.0}
+_PROM_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+
+
+def parse_prometheus_duration_s(text: str) -> float:
+    """'90s' -> 90.0, '5m' -> 300.0, '1h30m' -> 5400.0, '500ms' -> 0.5."""
+    text = str(text).strip()
+    parts = _PROM_PART.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"cannot parse duration {text!r} (use e.g. 30s, 5m, 1h30m)")
+    return sum(float(n) * _PROM_TIME[u] for n, u in parts)

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+from synclab.config.units import parse_prometheus_duration_s
 from synclab.dashboards.layout import Cell, Repeat, arrange
 from synclab.dashboards.prometheus import QueryRejected
 from synclab.dashboards.promql import _VAR, expand
@@ -245,25 +246,13 @@ def _variable(v: dict, path: Path) -> VariableSpec:
 
 # ---------------------------------------------------------------- time and steps
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
-_DURATION_S = {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
-def parse_duration(text: str) -> float:
-    """Prometheus/Grafana durations: ``90s``, ``5m``, ``1h30m``, ``500ms`` -> seconds."""
-    text = text.strip()
-    parts = _DURATION.findall(text)
-    if not text or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"cannot parse duration {text!r} (use e.g. 30s, 5m, 1h30m)")
-    return sum(float(n) * _DURATION_S[u] for n, u in parts)
-
-
 def parse_time(text: str, now: float) -> float:
     """``now``, ``now-5m``, ``now+30s``, unix seconds, or an ISO 8601 time (UTC unless it says)."""
     text = text.strip()
     m = re.fullmatch(r"now(?:([+-])(.+))?", text)
     if m:
-        return now if not m.group(1) else now + (1 if m.group(1) == "+" else -1) * parse_duration(m.group(2))
+        sign = 1 if m.group(1) == "+" else -1
+        return now if not m.group(1) else now + sign * parse_prometheus_duration_s(m.group(2))
     try:
         return float(text)
     except ValueError:

@@ -16,7 +16,6 @@ from synclab.dashboards.snapshot import (
     legend_name,
     load_dashboard,
     load_saved,
-    parse_duration,
     parse_time,
     resolve_variables,
     take_snapshot,
@@ -37,10 +36,6 @@ def test_macros_follow_the_step_and_scrape_interval():
 
 
 def test_durations_times_and_steps():
-    assert parse_duration("90s") == 90 and parse_duration("1h30m") == 5400 and parse_duration("500ms") == 0.5
-    for bad in ("", "5", "5 m", "m5", "5x"):
-        with pytest.raises(ValueError):
-            parse_duration(bad)
     assert parse_time("now", 1000.0) == 1000.0
     assert parse_time("now-5m", 1000.0) == 700.0
     assert parse_time("now+30s", 1000.0) == 1030.0
@@ -48,6 +43,8 @@ def test_durations_times_and_steps():
     assert parse_time("2026-11-23T18:00:00Z", 0) == parse_time("2026-11-23T18:00:00", 0) == 1795456800.0
     with pytest.raises(ValueError, match="cannot parse time"):
         parse_time("yesterday", 0)
+    with pytest.raises(ValueError, match="cannot parse duration"):
+        parse_time("now-5", 0)
     assert auto_step(300, 1.0) == 1.0          # 5 min on ~1000 px: one scrape interval
     assert auto_step(1800, 1.0) == 2.0         # 30 min: Grafana rounds 1.8 s to 2 s
     assert auto_step(6 * 3600, 1.0) == 20.0
