@@ -2,6 +2,7 @@
 
     entrypoint.py coordinator | worker | ps     run that role (configured by SYNCLAB_* variables)
     entrypoint.py healthcheck                   exit 0 when this node's /metrics answers
+    entrypoint.py --help                        this text and every SYNCLAB_* variable
     entrypoint.py CMD [ARGS...]                 run any other command (``synclab shape ...``, ``bash``)
 
 It starts as root only to shape: tc is enough for the root qdisc, but the ifb
@@ -16,8 +17,9 @@ tini is PID 1 and forwards SIGTERM here. With ``SYNCLAB_REPEAT=1`` this process
 as a small supervisor that reruns the job (a new run directory each time) and
 passes SIGTERM/SIGINT on to the running role before leaving.
 
-A bad variable stops the container at once with a message naming it, so it
-shows in ``docker compose logs``. Every variable is listed in ``VARIABLES``.
+The variables are read once into :class:`synclab.config.settings.ContainerSettings`
+(defaults, ranges, help); a bad one stops the container at once with a message
+naming it, so it shows in ``docker compose logs``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -33,106 +34,32 @@ import sys
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: the healthcheck runs every few seconds on the stdlib alone
+    from synclab.config.settings import ContainerSettings
 
 ROLES = ("coordinator", "worker", "ps")
 STATE_DIR = Path("/run/synclab")
 SHAPING_FILE = STATE_DIR / "shaping.json"
 JOB_SPEC_FILE = STATE_DIR / "job-spec.yaml"
 JOB_STARTED_FILE = STATE_DIR / "job-started"  # touched as each job starts (healthcheck grace)
+HEALTH_FILE = STATE_DIR / "health.json"  # the validated metrics port and grace, for the healthcheck
 CAP_NET_ADMIN = 12
 RUN_AS = "synclab"
 AS_USER = "--as-user"  # internal: the second stage, already shaped and unprivileged
-
-VARIABLES = {
-    "SYNCLAB_TOKEN": "the shared job token of the cluster",
-    "SYNCLAB_PROFILE": "link profile: a name in netem/profiles, a YAML path, or 'none'; "
-                       "the coordinator makes it the job's network.profile",
-    "SYNCLAB_SHAPE_DEVICE": "interface to shape (default eth0)",
-    "SYNCLAB_METRICS_PORT": "Prometheus /metrics port (default 9100)",
-    "SYNCLAB_REPEAT": "jobs to run before the container exits; 0 = forever (default 1)",
-    "SYNCLAB_VERBOSE": "1 for debug logs",
-    "SYNCLAB_HEALTH_GRACE": "seconds a starting job counts as healthy before /metrics answers (default 120)",
-    "SYNCLAB_SPEC": "coordinator: base spec YAML (default /opt/synclab/specs/compose.yaml)",
-    "SYNCLAB_STRATEGY": "coordinator: strategy.name override",
-    "SYNCLAB_MODEL": "coordinator: model.name override",
-    "SYNCLAB_WORKERS": "coordinator: cluster.workers override",
-    "SYNCLAB_PS_SHARDS": "coordinator: cluster.ps_shards override",
-    "SYNCLAB_ITERATIONS": "coordinator: run.iterations override",
-    "SYNCLAB_SET": "coordinator: more overrides, 'dotted.key=value' separated by spaces",
-    "SYNCLAB_RUNS_DIR": "coordinator: where run directories go (default /runs, a volume)",
-    "SYNCLAB_LISTEN_PORT": "coordinator: gRPC port (default 50051)",
-    "SYNCLAB_COORDINATOR": "worker/ps: coordinator host:port (default coordinator:50051)",
-    "SYNCLAB_PORT": "worker/ps: gRPC port of this node (default 50060)",
-    "SYNCLAB_CONNECT_TIMEOUT": "worker/ps: seconds to reach the coordinator (default 60)",
-}
-
-
-class EnvError(ValueError):
-    """A bad environment value; the message names the variable."""
-
 
 def log(msg: str) -> None:
     print(f"entrypoint: {msg}", file=sys.stderr, flush=True)
 
 
 # -- reading the environment ---------------------------------------------------------------------
-def env_str(name: str, default: str | None = None, *, required: bool = False) -> str | None:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        if required:
-            raise EnvError(f"{name} is required ({VARIABLES.get(name, '')})")
-        return default
-    return value
+def read_settings() -> ContainerSettings:
+    """Every SYNCLAB_* variable, validated (:class:`~synclab.config.settings.SettingsError` names a bad one)."""
+    from synclab.config.settings import ContainerSettings
 
-
-def env_int(name: str, default: int, lo: int, hi: int) -> int:
-    raw = env_str(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise EnvError(f"{name}={raw!r} is not an integer") from None
-    if not lo <= value <= hi:
-        raise EnvError(f"{name}={value} is out of range [{lo}, {hi}]")
-    return value
-
-
-def env_bool(name: str) -> bool:
-    raw = (env_str(name, "0") or "0").lower()
-    if raw not in ("0", "1", "true", "false", "yes", "no"):
-        raise EnvError(f"{name}={raw!r} must be 0 or 1")
-    return raw in ("1", "true", "yes")
-
-
-def host_port(name: str, default: str) -> str:
-    value = env_str(name, default)
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise EnvError(f"{name}={value!r} must be host:port")
-    return value
-
-
-@dataclass(frozen=True)
-class Common:
-    token: str
-    profile: str | None
-    device: str
-    metrics_port: int
-    repeat: int
-    verbose: bool
-
-
-def read_common() -> Common:
-    profile = env_str("SYNCLAB_PROFILE", "none")
-    return Common(token=env_str("SYNCLAB_TOKEN", required=True),
-                  profile=None if profile.lower() in ("none", "off", "0") else profile,
-                  device=env_str("SYNCLAB_SHAPE_DEVICE", "eth0"),
-                  metrics_port=env_int("SYNCLAB_METRICS_PORT", 9100, 1, 65535),
-                  repeat=env_int("SYNCLAB_REPEAT", 1, 0, 1_000_000),
-                  verbose=env_bool("SYNCLAB_VERBOSE"))
+    return ContainerSettings.from_env(os.environ)
 
 
 # -- the node's own address ----------------------------------------------------------------------
@@ -168,12 +95,13 @@ def has_cap(which: str, cap: int = CAP_NET_ADMIN) -> bool:
 
 
 def load_link_profile(name: str, role: str):
+    from synclab.config.settings import SettingsError
     from synclab.netem.profile import ProfileError, load_profile, resolve_for_role
 
     try:
         return resolve_for_role(load_profile(name), role)
     except ProfileError as e:
-        raise EnvError(f"SYNCLAB_PROFILE={name!r}: {e}") from None
+        raise SettingsError(f"SYNCLAB_PROFILE={name!r}: {e}") from None
 
 
 def apply_in_container(device: str, profile):
@@ -201,18 +129,21 @@ def apply_in_container(device: str, profile):
             available -= missing
 
 
-def shape(common: Common, role: str) -> dict:
-    """Shape ``common.device`` from the profile; the outcome goes to the log and STATE_DIR/shaping.json.
+def shape(settings: ContainerSettings, role: str) -> dict:
+    """Shape ``settings.shape_device`` from the profile; the outcome goes to the log and STATE_DIR/shaping.json.
 
     The job's network plan (backend, what the transport emulates) reaches the
     roles through the spec the coordinator hands out (``resolve_job_spec``); this
     only refuses what nobody could emulate (loss without netem).
     """
-    outcome: dict = {"role": role, "device": common.device, "profile": common.profile, "kernel": []}
-    if common.profile is None:
+    from synclab.config.settings import SettingsError
+
+    device, profile_name = settings.shape_device, settings.profile
+    outcome: dict = {"role": role, "device": device, "profile": profile_name, "kernel": []}
+    if profile_name is None:
         outcome.update(backend="none", reason="SYNCLAB_PROFILE=none", left_to_app=[])
     else:
-        profile = load_link_profile(common.profile, role)
+        profile = load_link_profile(profile_name, role)
         outcome.update(link=profile.human(), rate_bps=profile.rate_bps, direction=profile.direction)
         if not has_cap("CapEff"):
             asked = {"rate": profile.rate_bps, "delay": profile.delay_s, "jitter": profile.jitter_s,
@@ -223,55 +154,22 @@ def shape(common: Common, role: str) -> dict:
                                   "falling back to the app backend, the transport paces its own sends")
             log(f"warning: {outcome['reason']}")
         else:
-            applied, available = apply_in_container(common.device, profile)
+            applied, available = apply_in_container(device, profile)
             outcome.update(backend=applied.backend, left_to_app=sorted(applied.left_to_app), kernel=sorted(available),
                            reason=applied.choice.reason, summary=applied.summary(), offloads=applied.offloads,
                            ifb_device=applied.ifb_dev, commands=[" ".join(c) for c in applied.commands])
         if "loss" in outcome["left_to_app"]:
-            raise EnvError(f"SYNCLAB_PROFILE={common.profile!r}: loss needs tc netem in the kernel (and NET_ADMIN); "
-                           f"the transport cannot drop packets under TCP ({outcome['reason']})")
+            raise SettingsError(f"SYNCLAB_PROFILE={profile_name!r}: loss needs tc netem in the kernel (and "
+                                f"NET_ADMIN); the transport cannot drop packets under TCP ({outcome['reason']})")
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     SHAPING_FILE.write_text(json.dumps(outcome, indent=2, default=str) + "\n")
-    log(f"link: backend {outcome['backend']} on {common.device}"
-        + (f", profile {common.profile}" if common.profile else "")
+    log(f"link: backend {outcome['backend']} on {device}"
+        + (f", profile {profile_name}" if profile_name else "")
         + (f": {outcome['summary']}" if outcome.get("summary") else f" ({outcome['reason']})"))
     return outcome
 
 
 # -- the roles -----------------------------------------------------------------------------------
-def coordinator_overrides() -> list[str]:
-    sets = []
-    for var, key, kind in (("SYNCLAB_STRATEGY", "strategy.name", str), ("SYNCLAB_MODEL", "model.name", str),
-                           ("SYNCLAB_WORKERS", "cluster.workers", int), ("SYNCLAB_PS_SHARDS", "cluster.ps_shards", int),
-                           ("SYNCLAB_ITERATIONS", "run.iterations", int)):
-        if kind is int:
-            if env_str(var) is not None:
-                sets.append(f"{key}={env_int(var, 0, 0, 10_000_000)}")
-        else:
-            value = env_str(var)
-            if value is not None:
-                if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
-                    raise EnvError(f"{var}={value!r} is not a plain name")
-                sets.append(f"{key}={value}")
-    for item in (env_str("SYNCLAB_SET", "") or "").split():
-        if "=" not in item:
-            raise EnvError(f"SYNCLAB_SET: {item!r} must look like dotted.key=value")
-        sets.append(item)
-    return sets
-
-
-def coordinator_spec(overrides: list[str]):
-    """The job spec: SYNCLAB_SPEC plus the overrides, validated before any node waits for it."""
-    from synclab.config import SpecError, load_spec
-
-    path = Path(env_str("SYNCLAB_SPEC", "/opt/synclab/specs/compose.yaml"))
-    try:
-        return load_spec(path, overrides)
-    except SpecError as e:
-        where = "SYNCLAB_SPEC" if not path.is_file() else f"spec {path} with {' '.join(overrides) or 'no overrides'}"
-        raise EnvError(f"{where}: {e}") from None
-
-
 def new_run_dir(runs: Path, strategy: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     run_dir = runs / f"{stamp}-{strategy}"
@@ -283,33 +181,38 @@ def new_run_dir(runs: Path, strategy: str) -> Path:
     return run_dir
 
 
-def resolve_job_spec(outcome: dict) -> None:
-    """Stage one of the coordinator: SYNCLAB_SPEC + overrides + the network plan, validated, written
-    to JOB_SPEC_FILE. SYNCLAB_PROFILE is the job's profile (every container shapes from it), and
-    the plan is the coordinator's own shaping outcome: all containers share one kernel."""
+def resolve_job_spec(settings: ContainerSettings, outcome: dict) -> None:
+    """Stage one of the coordinator: SYNCLAB_SPEC + overrides + the network plan, validated (by
+    ``load_spec``, as ``synclab run`` does), written to JOB_SPEC_FILE. SYNCLAB_PROFILE is the job's
+    profile (every container shapes from it), and the plan is the coordinator's own shaping
+    outcome: all containers share one kernel."""
     import yaml
 
-    from synclab.config import SpecError
+    from synclab.config import SpecError, load_spec
+    from synclab.config.settings import SettingsError
     from synclab.compute.resolve import resolve_compute
     from synclab.roles.network import apply_to_spec, resolve_network
 
-    profile = "null" if outcome["profile"] is None else json.dumps(outcome["profile"])  # a YAML scalar
-    link = ["network.rate=null", "network.delay=null", f"network.profile={profile}"]
     kernel = outcome["backend"] in ("netem", "htb", "tbf")
-    link.append(f"network.isolation={'netns' if kernel else 'none'}")
-    spec = coordinator_spec(coordinator_overrides() + link)
+    link = [("network.rate", None), ("network.delay", None), ("network.profile", outcome["profile"]),
+            ("network.isolation", "netns" if kernel else "none")]
+    try:
+        spec = load_spec(settings.spec, settings.spec_overrides() + link)
+    except SpecError as e:  # before any node waits for it
+        raise SettingsError(f"{e} (SYNCLAB_SPEC with the coordinator's overrides)") from None
     try:
         plan = resolve_network(spec, kernel_available=frozenset(outcome["kernel"]), netns_unavailable=None)
     except SpecError as e:
-        raise EnvError(f"SYNCLAB_PROFILE={outcome['profile']!r}: {e}") from None
+        raise SettingsError(f"SYNCLAB_PROFILE={outcome['profile']!r}: {e}") from None
     spec = apply_to_spec(spec, plan)
     if spec.run.dilation != 1:
-        raise EnvError(f"run.dilation={spec.run.dilation:g}: containers shape eth0 from SYNCLAB_PROFILE before the "
-                       f"job is known, undilated; run dilated experiments with the local launcher (synclab run)")
+        raise SettingsError(f"run.dilation={spec.run.dilation:g}: containers shape eth0 from SYNCLAB_PROFILE "
+                            f"before the job is known, undilated; run dilated experiments with the local launcher "
+                            f"(synclab run)")
     try:
         spec, compute_notes = resolve_compute(spec)
     except SpecError as e:
-        raise EnvError(f"SYNCLAB_SPEC: {e}") from None
+        raise SettingsError(f"SYNCLAB_SPEC: {e}") from None
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     JOB_SPEC_FILE.write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
     log(f"job: strategy {spec.strategy.name}, model {spec.model.name}, {spec.n_workers} worker(s), "
@@ -318,14 +221,13 @@ def resolve_job_spec(outcome: dict) -> None:
         log(f"note: {note}")
 
 
-def coordinator_job(common: Common, outcome: dict):
+def coordinator_job(settings: ContainerSettings, outcome: dict):
     """A callable that prepares one job's run directory and returns its command line."""
     import yaml
 
     spec_text = JOB_SPEC_FILE.read_text()
     strategy = yaml.safe_load(spec_text)["strategy"]["name"]
-    runs = Path(env_str("SYNCLAB_RUNS_DIR", "/runs"))
-    port = env_int("SYNCLAB_LISTEN_PORT", 50051, 1, 65535)
+    runs, port = settings.runs_dir, settings.listen_port
 
     def next_job() -> list[str]:
         run_dir = new_run_dir(runs, strategy)
@@ -338,19 +240,17 @@ def coordinator_job(common: Common, outcome: dict):
         tmp.replace(latest)
         log(f"job {run_dir}")
         return ["synclab", "coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir),
-                "--listen", f"0.0.0.0:{port}", "--metrics-port", str(common.metrics_port)]
+                "--listen", f"0.0.0.0:{port}", "--metrics-port", str(settings.metrics_port)]
 
     return next_job
 
 
-def node_job(role: str, common: Common):
-    coordinator = host_port("SYNCLAB_COORDINATOR", "coordinator:50051")
-    port = env_int("SYNCLAB_PORT", 50060, 1, 65535)
-    timeout = env_int("SYNCLAB_CONNECT_TIMEOUT", 60, 1, 86_400)
-    advertise = advertise_address(common.device)
+def node_job(role: str, settings: ContainerSettings):
+    coordinator, port, timeout = settings.coordinator, settings.port, settings.connect_timeout_s
+    advertise = advertise_address(settings.shape_device)
     index_flag = "--rank" if role == "worker" else "--shard"
     cmd = ["synclab", role, index_flag, "-1", "--coordinator", coordinator, "--host", "0.0.0.0",
-           "--advertise", advertise, "--port", str(port), "--metrics-port", str(common.metrics_port),
+           "--advertise", advertise, "--port", str(port), "--metrics-port", str(settings.metrics_port),
            "--connect-timeout", str(timeout)]
     log(f"{role} at {advertise}:{port}, coordinator {coordinator}")
     return lambda: cmd
@@ -358,12 +258,12 @@ def node_job(role: str, common: Common):
 
 def prepare(role: str) -> list[str]:
     """Stage one (root): check every variable, shape the link, return the command of stage two."""
-    common = read_common()
-    if role != "coordinator":
-        host_port("SYNCLAB_COORDINATOR", "coordinator:50051")
-    outcome = shape(common, role)
+    settings = read_settings()
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    HEALTH_FILE.write_text(json.dumps({"metrics_port": settings.metrics_port, "grace_s": settings.health_grace_s}))
+    outcome = shape(settings, role)
     if role == "coordinator":
-        resolve_job_spec(outcome)  # a bad spec stops here, before any node waits for it
+        resolve_job_spec(settings, outcome)  # a bad spec stops here, before any node waits for it
     stage_two = [sys.executable, os.path.abspath(__file__), AS_USER, role]
     if os.geteuid() != 0:
         return stage_two
@@ -377,16 +277,16 @@ def prepare(role: str) -> list[str]:
 
 def run_role(role: str) -> int:
     """Stage two (unprivileged): run the role once (exec) or supervise repeated jobs."""
-    common = read_common()
+    settings = read_settings()
     outcome = json.loads(SHAPING_FILE.read_text())
-    next_job = coordinator_job(common, outcome) if role == "coordinator" else node_job(role, common)
-    verbose = ["-v"] if common.verbose else []
+    next_job = coordinator_job(settings, outcome) if role == "coordinator" else node_job(role, settings)
+    verbose = ["-v"] if settings.verbose else []
     env = dict(os.environ)
-    if common.repeat == 1:
+    if settings.repeat == 1:
         cmd = next_job() + verbose
         JOB_STARTED_FILE.touch()
         os.execvpe(cmd[0], cmd, env)
-    return supervise(next_job, verbose, env, common.repeat, role)
+    return supervise(next_job, verbose, env, settings.repeat, role)
 
 
 def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str) -> int:
@@ -425,8 +325,14 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str) -
 def healthcheck() -> int:
     """Healthy when /metrics answers, or while a job is starting (a node serves metrics only once
     it has registered, and a supervised node restarts between jobs): an orchestrator that
-    replaces unhealthy containers (Swarm) must not kill nodes waiting for the coordinator."""
-    port = os.environ.get("SYNCLAB_METRICS_PORT", "9100")
+    replaces unhealthy containers (Swarm) must not kill nodes waiting for the coordinator.
+    Port and grace are what stage one validated (HEALTH_FILE), read without importing pydantic."""
+    try:
+        health = json.loads(HEALTH_FILE.read_text())
+    except (OSError, ValueError) as e:
+        print(f"no role has started in this container ({e})", file=sys.stderr)
+        return 1
+    port = health["metrics_port"]
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
             if r.status == 200:
@@ -436,10 +342,9 @@ def healthcheck() -> int:
     else:
         problem = f"metrics endpoint on port {port} answered {r.status}"
     try:
-        grace = float(os.environ.get("SYNCLAB_HEALTH_GRACE", "120"))
-        if time.time() - JOB_STARTED_FILE.stat().st_mtime < grace:
+        if time.time() - JOB_STARTED_FILE.stat().st_mtime < health["grace_s"]:
             return 0
-    except (OSError, ValueError):
+    except OSError:
         pass
     print(problem, file=sys.stderr)
     return 1
@@ -450,6 +355,11 @@ def main(argv: list[str]) -> int:
         argv = ["coordinator"]
     if argv[0] == "healthcheck":
         return healthcheck()
+    if argv[0] in ("-h", "--help"):
+        from synclab.config.settings import ContainerSettings
+
+        print(f"{__doc__}\nVariables:\n{ContainerSettings.variables_help()}")
+        return 0
     stage_two = argv[0] == AS_USER
     if stage_two:
         argv = argv[1:]
@@ -459,11 +369,13 @@ def main(argv: list[str]) -> int:
         log(f"error: {argv[0]} takes no arguments here (got {' '.join(argv[1:])}); "
             f"configure it with SYNCLAB_* variables or run `synclab {argv[0]} ...` directly")
         return 2
+    from synclab.config.settings import SettingsError
+
     try:
         if stage_two:
             return run_role(argv[0])
         cmd = prepare(argv[0])
-    except EnvError as e:
+    except SettingsError as e:
         log(f"error: {e}")
         return 2
     except (OSError, RuntimeError) as e:  # synclab.netem's ShapingError is a RuntimeError

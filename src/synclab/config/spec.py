@@ -1,14 +1,16 @@
 """The experiment spec: one validated model of cluster, network, model, data, strategy, compute, run.
 
-Specs are YAML files (``examples/quickstart.yaml``) plus ``--set dotted.key=value``
-overrides. Every section rejects unknown keys; :func:`load_spec` raises
-:class:`SpecError` whose message names the offending dotted key, so the CLI can
-exit 2 before any process starts. Inner code receives :class:`Spec`, never raw dicts.
+Specs are YAML files (``examples/quickstart.yaml``) plus ``dotted.key=value`` overrides
+(``synclab run --set``, the container's ``SYNCLAB_*`` variables), parsed by :func:`parse_override`
+alone. Every section rejects unknown keys; :func:`load_spec` raises :class:`SpecError` whose
+message names the file and the offending dotted key, so a bad spec stops before any process
+starts. Inner code receives :class:`Spec`, never raw dicts.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import yaml
@@ -286,31 +288,48 @@ def _format_errors(err: ValidationError) -> str:
     return "; ".join(lines)
 
 
-def _coerce(text: str) -> Any:
-    return yaml.safe_load(text) if text != "" else ""
+Override = str | tuple[str, Any]
+"""``'dotted.key=value'`` as typed on a command line, or an already typed ``(dotted.key, value)``."""
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply ``dotted.key=value`` overrides (values parsed as YAML scalars)."""
+def parse_override(item: str) -> tuple[str, Any]:
+    """``'dotted.key=value'`` -> ``('dotted.key', value)``, the value read as a YAML scalar
+    (``3`` an int, ``null`` None, ``4gbit`` a string)."""
+    key, sep, raw = item.partition("=")
+    if not sep:
+        raise SpecError(f"override {item!r} must look like dotted.key=value")
+    key = key.strip()
+    _key_parts(key)
+    try:
+        return key, (yaml.safe_load(raw) if raw != "" else "")
+    except yaml.YAMLError:
+        raise SpecError(f"override {item!r}: the value is not valid YAML") from None
+
+
+def _key_parts(key: str) -> list[str]:
+    parts = key.split(".")
+    if not all(parts):
+        raise SpecError(f"override key {key!r} is malformed")
+    return parts
+
+
+def apply_overrides(data: dict, overrides: Iterable[Override]) -> dict:
+    """Set each overridden key in ``data`` (sections created as needed); returns ``data``."""
     for item in overrides:
-        if "=" not in item:
-            raise SpecError(f"override {item!r} must look like dotted.key=value")
-        key, _, raw = item.partition("=")
-        parts = key.strip().split(".")
-        if not all(parts):
-            raise SpecError(f"override key {key!r} is malformed")
+        key, value = parse_override(item) if isinstance(item, str) else item
+        *sections, last = _key_parts(key)
         node = data
-        for p in parts[:-1]:
+        for p in sections:
             nxt = node.setdefault(p, {})
             if not isinstance(nxt, dict):
                 raise SpecError(f"{key}: {p!r} is not a section")
             node = nxt
-        node[parts[-1]] = _coerce(raw)
+        node[last] = value
     return data
 
 
-def parse_spec(data: dict | None, overrides: list[str] = ()) -> Spec:
-    data = apply_overrides(dict(data or {}), list(overrides))
+def parse_spec(data: dict | None, overrides: Iterable[Override] = ()) -> Spec:
+    data = apply_overrides(dict(data or {}), overrides)
     try:
         return Spec.model_validate(data)
     except ValidationError as e:
@@ -319,7 +338,10 @@ def parse_spec(data: dict | None, overrides: list[str] = ()) -> Spec:
         raise SpecError(f"strategy.name: {e.args[0]}") from None
 
 
-def load_spec(path: str | Path, overrides: list[str] = ()) -> Spec:
+def load_spec(path: str | Path, overrides: Iterable[Override] = ()) -> Spec:
+    """The one way a spec file becomes a :class:`Spec` (``synclab run`` and the container
+    entrypoint alike): the YAML file, then the overrides in order, validated.
+    A :class:`SpecError` names the file and the dotted key."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file {path} does not exist")
@@ -329,4 +351,7 @@ def load_spec(path: str | Path, overrides: list[str] = ()) -> Spec:
         raise SpecError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: the spec must be a mapping of sections")
-    return parse_spec(data, overrides)
+    try:
+        return parse_spec(data, overrides)
+    except SpecError as e:
+        raise SpecError(f"{path}: {e}") from None
