@@ -210,9 +210,10 @@ class NetnsCluster:
 
     Use as a context manager (``with NetnsCluster(topo) as c:``) or call
     :meth:`up` / :meth:`down`; a failed ``up`` removes what it had made.
-    ``available`` (default: detected) and ``prefer`` steer :func:`tc.choose_backend`
-    for every node, e.g. ``available=frozenset({"htb", "ifb"})`` to force htb or to
-    simulate a kernel without netem; ``offloads="off"`` switches TSO/GSO/GRO off on
+    ``available`` (default: detected at the first :meth:`shape`, then kept) and
+    ``prefer`` steer :func:`tc.choose_backend` for every node, e.g.
+    ``available=frozenset({"htb", "ifb"})`` to force htb or to simulate a kernel
+    without netem; ``offloads="off"`` switches TSO/GSO/GRO off on
     each shaped ``eth0``.
     """
 
@@ -299,8 +300,9 @@ class NetnsCluster:
         ns = self.topology.netns(node)
         profile = profile if profile is not None else LinkProfile(name="unshaped")
         if choice is None:
-            available = self.available if self.available is not None else tc.detect_backends()
-            choice = tc.choose_backend(profile, available, True, prefer=self.prefer)
+            if self.available is None:
+                self.available = tc.detect_backends()  # probed once, kept for every node of this cluster
+            choice = tc.choose_backend(profile, self.available, True, prefer=self.prefer)
         applied = tc.apply(NODE_DEV, profile, ns, choice=choice, ifb_dev=NODE_IFB, privileged=True,
                            offloads=self.offloads, runner=self.runner)
         self.applied[node] = applied

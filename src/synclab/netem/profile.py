@@ -5,20 +5,28 @@ in a spec. Human units are parsed once, here ("4gbit", "100mbit", "20ms", "1%",
 "1.5MB"); everything past this module sees :class:`LinkProfile` with base units
 in the names (``rate_bps``, ``burst_bytes``, ``delay_s``, ``loss_pct``).
 
-Sizing rule (used by every backend, so the kernel and the ``app`` token bucket agree):
+Sizing rule: one function, :func:`bucket_for`, sizes every shaper — the tc
+builders (tbf, htb) and the ``app`` token bucket in ``synclab.transport.shaper``
+alike; where they differ it is through its explicit arguments:
 
 * burst = max(4 ms of the rate, 64 KiB). 4 ms is rate/HZ for HZ=250 (Debian's
   kernels), the least tbf needs to keep up, and was measured accurate from
   100 Mbit/s to 5 Gbit/s under tbf; 64 KiB lets one GSO super-packet or one
   transport chunk header through at low rates without stalling.
-* the kernel shapers (tbf, htb — the latter for both ``burst`` and ``cburst``)
-  get a floor of 8 ms of the rate above 1 Gbit/s: with 4 ms both under-shot
-  at 2 Gbit/s on a 2-core host (tbf 0.938, htb 0.962 of the rate, measured
-  side by side); htb gets an explicit ``quantum`` of min(rate/10 per s, 200 000) bytes so it
-  does not warn or fall back to r2q.
+* ``kernel=True`` (tbf; htb for both ``burst`` and ``cburst``): a floor of 8 ms
+  of the rate above 1 Gbit/s: with 4 ms both under-shot at 2 Gbit/s on a 2-core
+  host (tbf 0.938, htb 0.962 of the rate, measured side by side). htb also gets
+  an explicit ``quantum`` of min(rate/10 per s, 200 000) bytes so it does not
+  warn or fall back to r2q.
+* ``chunk_bytes`` (the ``app`` bucket, charged a whole transport chunk at once):
+  the 64 KiB floor grows by one chunk, so a chunk always fits in the bucket.
 * queue (tbf/bfifo limit) = max(2 × burst, 25 ms of the rate), capped at 2 GiB
   (tc's limits are 32-bit); where the kernel itself delays packets (netem) its
   limit adds 2 × rate × (delay + jitter) so the delay line never drops.
+* a profile's ``burst``/``queue``, when set, are used as given; a profile's
+  *derived* values (:attr:`LinkProfile.effective_burst_bytes`, what
+  ``synclab profiles`` shows and what :func:`dilate` keeps in bytes) are the
+  rule without either argument.
 
 Where profiles are found (first hit wins): the ``search_dirs`` argument; the
 directories in ``$SYNCLAB_PROFILES_DIR`` (``os.pathsep``-separated); the
@@ -31,8 +39,8 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -40,14 +48,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from synclab.config.units import parse_duration_s, parse_rate_bps, parse_size_bytes
+from synclab.config.units import parse_duration_s, parse_percent, parse_rate_bps, parse_size_bytes
 
 KNOWN_ROLES = ("coordinator", "worker", "ps")
 PROFILES_ENV = "SYNCLAB_PROFILES_DIR"
 
 BURST_S = 0.004  # 4 ms of the rate
-HTB_BURST_S = 0.008  # htb above HTB_BIG_RATE_BPS
-HTB_BIG_RATE_BPS = 1_000_000_000
+KERNEL_BURST_S = 0.008  # tbf and htb above KERNEL_BIG_RATE_BPS
+KERNEL_BIG_RATE_BPS = 1_000_000_000
 MIN_BURST_BYTES = 64 << 10
 QUEUE_S = 0.025
 MAX_QUEUE_BYTES = 2 << 30
@@ -61,16 +69,37 @@ class ProfileError(ValueError):
     """A profile that cannot be found or is invalid; the message names the file and field."""
 
 
-def burst_bytes_for(rate_bps: int) -> int:
-    """The token-bucket depth derived from the rate: 4 ms of it, at least 64 KiB."""
-    return max(MIN_BURST_BYTES, int(rate_bps / 8 * BURST_S))
+@dataclass(frozen=True)
+class Bucket:
+    """A shaper's token-bucket depth and queue limit, in bytes."""
+
+    burst_bytes: int
+    queue_bytes: int
 
 
-def htb_burst_bytes_for(rate_bps: int) -> int:
-    """The kernel shapers' burst (tbf; htb burst/cburst): :func:`burst_bytes_for`, but 8 ms of the rate above 1 Gbit/s."""
-    if rate_bps > HTB_BIG_RATE_BPS:
-        return max(burst_bytes_for(rate_bps), int(rate_bps / 8 * HTB_BURST_S))
-    return burst_bytes_for(rate_bps)
+def bucket_for(rate_bps: float, *, burst_bytes: int | None = None, queue_bytes: int | None = None,
+               kernel: bool = False, chunk_bytes: int = 0) -> Bucket:
+    """The one sizing rule for every shaper of a ``rate_bps`` link (see the module docstring).
+
+    A configured ``burst_bytes``/``queue_bytes`` is kept as given; otherwise
+    burst = max(4 ms of the rate, 64 KiB + ``chunk_bytes``) and queue =
+    max(2 × burst, 25 ms of the rate), capped at 2 GiB.
+
+    ``kernel``: the shaper is tbf or htb, which also get 8 ms of the rate above
+    1 Gbit/s (they under-shoot with 4 ms there). The ``app`` token bucket leaves
+    it out: it credits time lost to the CPU scheduler back itself.
+    ``chunk_bytes``: the shaper releases whole chunks of this size (the ``app``
+    bucket, which is charged a transport chunk at once), so the floor must hold
+    one on top of the 64 KiB; a bucket shallower than a chunk loses the tokens
+    that accrue while the chunk is written and the link undershoots its rate.
+    """
+    if burst_bytes is None:
+        burst_bytes = max(MIN_BURST_BYTES + chunk_bytes, int(rate_bps / 8 * BURST_S))
+        if kernel and rate_bps > KERNEL_BIG_RATE_BPS:
+            burst_bytes = max(burst_bytes, int(rate_bps / 8 * KERNEL_BURST_S))
+    if queue_bytes is None:
+        queue_bytes = min(MAX_QUEUE_BYTES, max(2 * burst_bytes, int(rate_bps / 8 * QUEUE_S)))
+    return Bucket(burst_bytes, queue_bytes)
 
 
 def htb_quantum_bytes_for(rate_bps: int) -> int:
@@ -78,42 +107,14 @@ def htb_quantum_bytes_for(rate_bps: int) -> int:
     return min(HTB_MAX_QUANTUM, max(1600, rate_bps // 8 // 10))
 
 
-def queue_bytes_for(rate_bps: int, burst_bytes: int) -> int:
-    """The shaper's queue limit: max(2 × burst, 25 ms of the rate), capped at 2 GiB."""
-    return min(MAX_QUEUE_BYTES, max(2 * burst_bytes, int(rate_bps / 8 * QUEUE_S)))
-
-
 def delay_line_bytes_for(rate_bps: int, delay_s: float, jitter_s: float) -> int:
     """What a kernel delay line (netem) holds at full rate, doubled: 2 × rate × (delay + jitter)."""
     return int(2 * rate_bps / 8 * (delay_s + jitter_s))
 
 
-def _reject_negative_text(v: Any, what: str) -> None:
-    if isinstance(v, str) and v.strip().startswith("-"):
-        raise ValueError(f"{what} must not be negative, got {v!r}")
-    if isinstance(v, bool):
-        raise ValueError(f"{what} must be a number with a unit, got {v!r}")
-
-
-def _finite(x: float, what: str, raw: Any) -> float:
-    if not math.isfinite(x):
-        raise ValueError(f"{what} must be finite, got {raw!r}")
-    if x < 0:
-        raise ValueError(f"{what} must not be negative, got {raw!r}")
-    return x
-
-
 def parse_rate(v: Any) -> int:
     """'4gbit' -> 4_000_000_000; bare numbers are bits/s; must be positive and at most 10 Tbit/s."""
-    _reject_negative_text(v, "rate")
-    if isinstance(v, float):
-        _finite(v, "rate", v)
-    elif isinstance(v, str):
-        _finite(_number_part(v, "rate"), "rate", v)
-    try:
-        bps = parse_rate_bps(v)
-    except (OverflowError, TypeError) as e:
-        raise ValueError(f"cannot parse rate {v!r}: {e}") from None
+    bps = parse_rate_bps(v, "rate")
     if bps <= 0:
         raise ValueError(f"rate must be positive, got {v!r} (leave it out, or null, for no rate limit)")
     if bps > MAX_RATE_BPS:
@@ -123,14 +124,7 @@ def parse_rate(v: Any) -> int:
 
 def parse_duration(v: Any, what: str) -> float:
     """'20ms' -> 0.02; bare numbers are seconds; 0 to 60 s."""
-    _reject_negative_text(v, what)
-    if isinstance(v, str):
-        _finite(_number_part(v, what), what, v)
-    try:
-        s = parse_duration_s(v)
-    except (OverflowError, TypeError) as e:
-        raise ValueError(f"cannot parse {what} {v!r}: {e}") from None
-    _finite(s, what, v)
+    s = parse_duration_s(v, what)
     if s > MAX_DURATION_S:
         raise ValueError(f"{what} {v!r} is above {MAX_DURATION_S:g} s")
     return s
@@ -138,17 +132,7 @@ def parse_duration(v: Any, what: str) -> float:
 
 def parse_size(v: Any, what: str) -> int:
     """'1.5MB' -> 1_500_000, '64KiB' -> 65536; bare numbers are bytes; 1 B to 1 GiB."""
-    _reject_negative_text(v, what)
-    if isinstance(v, float):
-        if not v.is_integer():
-            raise ValueError(f"{what} must be a whole number of bytes, got {v!r}")
-        v = int(_finite(v, what, v))
-    elif isinstance(v, str):
-        _finite(_number_part(v, what), what, v)
-    try:
-        n = parse_size_bytes(v)
-    except (OverflowError, TypeError) as e:
-        raise ValueError(f"cannot parse {what} {v!r}: {e}") from None
+    n = parse_size_bytes(v, what)
     if n <= 0:
         raise ValueError(f"{what} must be positive, got {v!r}")
     if n > MAX_SIZE_BYTES:
@@ -158,26 +142,10 @@ def parse_size(v: Any, what: str) -> int:
 
 def parse_loss(v: Any) -> float:
     """'1%' -> 1.0, 0.5 -> 0.5 (bare numbers are percent); 0 to 100."""
-    _reject_negative_text(v, "loss")
-    raw = v
-    if isinstance(v, str):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*", v)
-        if not m:
-            raise ValueError(f"cannot parse loss {raw!r}; write a percentage such as '1%' or 0.5")
-        v = float(m.group(1))
-    if not isinstance(v, (int, float)):
-        raise ValueError(f"cannot parse loss {raw!r}; write a percentage such as '1%' or 0.5")
-    pct = _finite(float(v), "loss", raw)
+    pct = parse_percent(v, "loss")
     if pct > 100:
-        raise ValueError(f"loss must be at most 100%, got {raw!r}")
+        raise ValueError(f"loss must be at most 100%, got {v!r}")
     return pct
-
-
-def _number_part(text: str, what: str) -> float:
-    m = re.match(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)", text)
-    if not m:
-        raise ValueError(f"cannot parse {what} {text!r}")
-    return float(m.group(1))
 
 
 def format_rate(rate_bps: int | None) -> str:
@@ -314,19 +282,23 @@ class LinkProfile(_LinkParams):
     def shapes_ingress(self) -> bool:
         return self.direction in ("ingress", "both")
 
-    @property
-    def effective_burst_bytes(self) -> int | None:
-        """The configured burst, else :func:`burst_bytes_for` the rate; None without a rate."""
+    def bucket(self, *, kernel: bool = False) -> Bucket | None:
+        """:func:`bucket_for` this profile's rate, burst and queue; None without a rate."""
         if self.rate_bps is None:
             return None
-        return self.burst_bytes or burst_bytes_for(self.rate_bps)
+        return bucket_for(self.rate_bps, burst_bytes=self.burst_bytes, queue_bytes=self.queue_bytes, kernel=kernel)
+
+    @property
+    def effective_burst_bytes(self) -> int | None:
+        """The configured burst, else the one derived by :func:`bucket_for`; None without a rate."""
+        b = self.bucket()
+        return None if b is None else b.burst_bytes
 
     @property
     def effective_queue_bytes(self) -> int | None:
-        """The configured queue, else :func:`queue_bytes_for` the rate and burst."""
-        if self.rate_bps is None:
-            return None
-        return self.queue_bytes or queue_bytes_for(self.rate_bps, self.effective_burst_bytes or 0)
+        """The configured queue, else the one derived by :func:`bucket_for`; None without a rate."""
+        b = self.bucket()
+        return None if b is None else b.queue_bytes
 
     def human(self) -> dict[str, Any]:
         """The profile in human units, as a profile file would spell it (derived values marked)."""

@@ -22,7 +22,6 @@ from synclab.roles.bootstrap import join, report_network, reshaper, shaper_for
 from synclab.transport.node import NodeTransport
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb
-from synclab.wire.channels import scale_keepalive
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +31,6 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
     j = join("ps", shard, coordinator, token, host=host, advertise=advertise, port=port, metrics_port=metrics_port,
              connect_timeout_s=connect_timeout_s)
     spec = j.spec
-    scale_keepalive(spec.run.dilation)
     holder: dict[str, Shard] = {}
     failure: list[str] = []
 
@@ -53,7 +51,8 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
     transport = NodeTransport(j.name, token, on_message=on_message, on_error=on_error, policy="priority",
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
                               shaper=shaper_for(spec, "ps"), meter=j.metrics,
-                              connect_timeout_s=spec.run.connect_timeout_s, spans=spans)
+                              connect_timeout_s=spec.run.connect_timeout_s, spans=spans,
+                              keepalive_scale=spec.run.dilation)
     transport.serve(host, j.port, ps=True, pull_handler=pull)
     report_network(spec, "ps", j.metrics)
     client = j.client

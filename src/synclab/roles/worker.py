@@ -25,7 +25,6 @@ from synclab.strategies import WorkerContext, registry
 from synclab.transport.inbox import Inbox
 from synclab.transport.node import NodeTransport
 from synclab.transport.spans import SpanLog
-from synclab.wire.channels import scale_keepalive
 from synclab.wire import pb
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,6 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     j = join("worker", rank, coordinator, token, host=host, advertise=advertise, port=port,
              metrics_port=metrics_port, connect_timeout_s=connect_timeout_s)
     spec, client, metrics = j.spec, j.client, j.metrics
-    scale_keepalive(spec.run.dilation)
     rank = j.node.index
     cls = registry.get(spec.strategy.name)
     torch.manual_seed(spec.run.seed)
@@ -82,7 +80,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     transport = NodeTransport(j.name, token, on_message=inbox.deliver, on_error=on_error, policy=cls.send_policy,
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
                               shaper=shaper_for(spec, "worker"), meter=metrics, connect_timeout_s=spec.run.connect_timeout_s,
-                              spans=spans)
+                              spans=spans, keepalive_scale=spec.run.dilation)
     transport.serve(host, j.port, peer=True)
     report_network(spec, "worker", metrics)
     ok, message = False, ""

@@ -38,8 +38,9 @@ class NodeTransport:
     def __init__(self, name: str, token: str, *, on_message: MessageHandler, on_error: ErrorHandler | None = None,
                  policy: str = "fifo", chunk_bytes: int = 1 << 20, queue_bytes: int = 64 << 20,
                  shaper: LinkShaper | None = None, meter: ByteMeter | None = None, connect_timeout_s: float = 30.0,
-                 max_streams: int = 64, spans: SpanLog | None = None):
+                 max_streams: int = 64, spans: SpanLog | None = None, keepalive_scale: float = 1.0):
         self.name, self._token = name, token
+        self.keepalive_scale = keepalive_scale  # run.dilation: gRPC keepalive stretched by it (wire.channels)
         self.spans = spans
         self.on_message, self.on_error = on_message, on_error or self._log_error
         self.policy, self.chunk_bytes, self.queue_bytes = policy, chunk_bytes, queue_bytes
@@ -57,7 +58,8 @@ class NodeTransport:
     # -- server side -----------------------------------------------------------------
     def serve(self, host: str = "0.0.0.0", port: int = 0, *, ps: bool = False, peer: bool = False,
               pull_handler: PullHandler | None = None) -> int:
-        server = make_server(self._token, self._max_streams, self.chunk_bytes)
+        server = make_server(self._token, self._max_streams, self.chunk_bytes,
+                             keepalive_scale=self.keepalive_scale)
         if ps:
             rpc.add_ParameterServerServicer_to_server(_PsServicer(self, pull_handler), server)
         if peer:
@@ -128,7 +130,8 @@ class NodeTransport:
     # -- client side -----------------------------------------------------------------
     def connect(self, peer: str, address: str, service: str) -> Link:
         """Open the long-lived stream to ``peer``'s ``service`` ('ps' or 'peer')."""
-        channel = open_channel(address, self._token, self.name, self.chunk_bytes)
+        channel = open_channel(address, self._token, self.name, self.chunk_bytes,
+                               keepalive_scale=self.keepalive_scale)
         try:
             grpc.channel_ready_future(channel).result(timeout=self.connect_timeout_s)
         except grpc.FutureTimeoutError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
+from synclab.netem.profile import bucket_for
 
 CATCH_UP_S = 0.05
 
@@ -17,9 +18,9 @@ CATCH_UP_S = 0.05
 class TokenBucket:
     """Classic token bucket: ``rate_bps`` bits/s refill, ``burst_bytes`` depth.
 
-    :meth:`consume` blocks the calling sender until the bytes may leave. The rule
-    for the depth when not given: 4 ms worth of the rate, at least 64 KiB (one
-    chunk must be able to leave after a pause without a long stall).
+    :meth:`consume` blocks the calling sender until the bytes may leave. The
+    depth when not given is :func:`synclab.netem.profile.bucket_for`'s (4 ms of
+    the rate, at least 64 KiB).
     """
 
     def __init__(self, rate_bps: float, burst_bytes: int | None = None, clock=time.monotonic, sleep=time.sleep):
@@ -32,7 +33,7 @@ class TokenBucket:
     def set_rate(self, rate_bps: float, burst_bytes: int | None = None) -> None:
         with self._lock:
             self.rate_Bps = rate_bps / 8.0
-            self.burst_bytes = burst_bytes or max(64 << 10, int(self.rate_Bps * 0.004))
+            self.burst_bytes = burst_bytes or bucket_for(rate_bps).burst_bytes
             self._tokens = float(self.burst_bytes)
             self._last = self._clock()
 
@@ -71,13 +72,8 @@ class LinkShaper:
         self.delay_s = delay_s
 
     def _burst(self, rate_bps: float) -> int:
-        """Bucket depth: as given, else max(4 ms of the rate, one chunk + 64 KiB).
-
-        The transport releases whole chunks, so a bucket shallower than a chunk
-        loses the tokens that accrue while a chunk is being written and the link
-        undershoots its rate.
-        """
-        return self._burst_bytes or max(int(rate_bps / 8 * 0.004), self._chunk_bytes + (64 << 10))
+        """Bucket depth: as given, else :func:`~synclab.netem.profile.bucket_for` with room for one chunk."""
+        return self._burst_bytes or bucket_for(rate_bps, chunk_bytes=self._chunk_bytes).burst_bytes
 
     @property
     def active(self) -> bool:

@@ -10,6 +10,12 @@ converging on one PS shard, a flow can spend several seconds in retransmission
 backoff (measured: 16 workers on 250 Mbit/s links killed streams with a 5 s
 timeout), so the timeout is 60 s: a crashed peer is still noticed at once (its
 kernel resets the connection), a hung one through the coordinator's heartbeats.
+
+Time dilation. Under ``run.dilation`` D the data plane runs D times slower, so a
+ping answered behind queued data takes D times longer (measured: 16 workers at
+D = 32 lost streams to ping timeouts). Data-plane channels and servers are made
+with ``keepalive_scale=D`` (``NodeTransport(keepalive_scale=...)``), which
+stretches keepalive interval and timeout by D; the control plane keeps 1.
 """
 
 from __future__ import annotations
@@ -24,41 +30,36 @@ TOKEN_KEY = "x-synclab-token"
 NODE_KEY = "x-synclab-node"
 KEEPALIVE_TIME_MS = 20_000
 KEEPALIVE_TIMEOUT_MS = 60_000  # also TCP_USER_TIMEOUT (see above)
-_keepalive_scale = 1.0
 
 
-def scale_keepalive(dilation: float) -> None:
-    """Stretch keepalive interval and timeout by the run's time dilation D for channels and servers made
-    from now on in this process: a ping answered behind queued data on a link D times slower takes D
-    times longer (measured: 16 workers at D = 32 lost streams to ping timeouts)."""
-    global _keepalive_scale
-    if not dilation > 0:
-        raise ValueError(f"dilation must be > 0, got {dilation!r}")
-    _keepalive_scale = float(dilation)
-
-
-def _common_options(chunk_bytes: int) -> list[tuple[str, int]]:
+def _common_options(chunk_bytes: int, keepalive_scale: float) -> list[tuple[str, int]]:
+    if not keepalive_scale > 0:
+        raise ValueError(f"keepalive_scale must be > 0, got {keepalive_scale!r}")
     limit = chunk_bytes + HEADER_SLACK_BYTES
+    timeout_ms = int(KEEPALIVE_TIMEOUT_MS * keepalive_scale)
     return [
         ("grpc.max_send_message_length", limit),
         ("grpc.max_receive_message_length", limit),
-        ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME_MS * _keepalive_scale)),
-        ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT_MS * _keepalive_scale)),
+        ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME_MS * keepalive_scale)),
+        ("grpc.keepalive_timeout_ms", timeout_ms),
         # Since gRPC core 1.60 (grpc/grpc#34647) every ping, keepalive or BDP probe, is bounded by this
         # separate timeout (default 60 s), which wins over keepalive_timeout_ms: without it the scaled
         # timeout above never took effect and D = 32 runs lost their streams to "ping timeout".
-        ("grpc.http2.ping_timeout_ms", int(KEEPALIVE_TIMEOUT_MS * _keepalive_scale)),
+        ("grpc.http2.ping_timeout_ms", timeout_ms),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
 
 
-def channel_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> list[tuple[str, int]]:
-    return _common_options(chunk_bytes) + [("grpc.http2.max_pings_without_data", 0), ("grpc.enable_http_proxy", 0)]
+def channel_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES, *, keepalive_scale: float = 1.0) -> list[tuple[str, int]]:
+    """Options of a client channel; ``keepalive_scale`` stretches keepalive interval and timeout (see module doc)."""
+    return _common_options(chunk_bytes, keepalive_scale) + [("grpc.http2.max_pings_without_data", 0),
+                                                            ("grpc.enable_http_proxy", 0)]
 
 
-def server_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> list[tuple[str, int]]:
-    return _common_options(chunk_bytes) + [("grpc.http2.min_ping_interval_without_data_ms", 5_000),
-                                           ("grpc.so_reuseport", 0)]
+def server_options(chunk_bytes: int = DEFAULT_CHUNK_BYTES, *, keepalive_scale: float = 1.0) -> list[tuple[str, int]]:
+    """Options of a server; ``keepalive_scale`` as for :func:`channel_options`."""
+    return _common_options(chunk_bytes, keepalive_scale) + [("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+                                                            ("grpc.so_reuseport", 0)]
 
 
 class TokenAuthInterceptor(grpc.ServerInterceptor):
@@ -118,9 +119,10 @@ class MetadataInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClie
         return continuation(self._details(d), request_iterator)
 
 
-def open_channel(address: str, token: str, node: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> grpc.Channel:
+def open_channel(address: str, token: str, node: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES, *,
+                 keepalive_scale: float = 1.0) -> grpc.Channel:
     """An insecure channel (the cluster network is private) that authenticates with the job token."""
-    channel = grpc.insecure_channel(address, options=channel_options(chunk_bytes))
+    channel = grpc.insecure_channel(address, options=channel_options(chunk_bytes, keepalive_scale=keepalive_scale))
     return grpc.intercept_channel(channel, MetadataInterceptor(token, node))
 
 
@@ -131,10 +133,12 @@ def caller_node(context: grpc.ServicerContext) -> str:
     return ""
 
 
-def make_server(token: str, max_workers: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> grpc.Server:
+def make_server(token: str, max_workers: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES, *,
+                keepalive_scale: float = 1.0) -> grpc.Server:
     from concurrent.futures import ThreadPoolExecutor
 
     return grpc.server(ThreadPoolExecutor(max_workers=max_workers), interceptors=[TokenAuthInterceptor(token)],
-                       options=server_options(chunk_bytes), maximum_concurrent_rpcs=None)
+                       options=server_options(chunk_bytes, keepalive_scale=keepalive_scale),
+                       maximum_concurrent_rpcs=None)
 
 

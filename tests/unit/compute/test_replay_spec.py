@@ -88,16 +88,27 @@ def test_dilation_divides_rates_and_stretches_delays():
     assert node_profile(s, "worker").rate_bps == load_profile("4gbit").rate_bps // 2
 
 
-def test_keepalive_stretches_with_dilation():
+def test_keepalive_stretches_with_dilation(monkeypatch):
+    from synclab.transport import node
     from synclab.wire import channels
 
-    try:
-        channels.scale_keepalive(4)
-        opts = dict(channels.channel_options())
-        assert opts["grpc.keepalive_timeout_ms"] == 4 * channels.KEEPALIVE_TIMEOUT_MS
-        assert opts["grpc.http2.ping_timeout_ms"] == opts["grpc.keepalive_timeout_ms"]  # grpc/grpc#34647
-        assert dict(channels.server_options())["grpc.keepalive_time_ms"] == 4 * channels.KEEPALIVE_TIME_MS
-        with pytest.raises(ValueError):
-            channels.scale_keepalive(0)
-    finally:
-        channels.scale_keepalive(1)
+    opts = dict(channels.channel_options(keepalive_scale=4))
+    assert opts["grpc.keepalive_timeout_ms"] == 4 * channels.KEEPALIVE_TIMEOUT_MS
+    assert opts["grpc.http2.ping_timeout_ms"] == opts["grpc.keepalive_timeout_ms"]  # grpc/grpc#34647
+    assert dict(channels.server_options(keepalive_scale=4))["grpc.keepalive_time_ms"] == 4 * channels.KEEPALIVE_TIME_MS
+    assert dict(channels.channel_options())["grpc.keepalive_time_ms"] == channels.KEEPALIVE_TIME_MS  # no state kept
+    with pytest.raises(ValueError):
+        channels.channel_options(keepalive_scale=0)
+    # a node's data-plane server and channels get the scale it was made with (run.dilation in worker and ps)
+    seen = []
+    monkeypatch.setattr(node, "make_server", lambda *a, **kw: seen.append(kw["keepalive_scale"]) or _NoServer())
+    node.NodeTransport("w0", "t0ken", on_message=lambda m: None, keepalive_scale=4).serve("127.0.0.1")
+    assert seen == [4]
+
+
+class _NoServer:
+    def add_insecure_port(self, address):
+        return 1
+
+    def start(self):
+        pass

@@ -1,5 +1,6 @@
 """A fake of the few ip/tc behaviours the shaper relies on, so apply/clear run without root."""
 
+import json
 import subprocess
 
 import pytest
@@ -48,8 +49,8 @@ class FakeKernel:
         if (ns, dev) not in self.links:
             return 1, "", f'Cannot find device "{dev}"'
         st = self._dev(ns, dev)
-        if cmd[1] == "-s":
-            return 0, self._show(st, cmd[2]), ""
+        if cmd[1] == "-j":
+            return 0, self._show(st, "class" if "class" in cmd[:4] else "qdisc"), ""
         obj, verb = cmd[1], cmd[2]
         if obj == "filter":
             return (0, "", "") if st["ingress"] else (2, "", "Error: Parent Qdisc doesn't exists.")
@@ -92,40 +93,38 @@ class FakeKernel:
         return out
 
     @staticmethod
-    def _line(head, o):
-        parts = [head]
-        for key in ("rate", "ceil"):
-            if key in o:
-                parts.append(f"{key} {o[key]}")
+    def _entry(kind, handle, parent, o):
+        """One qdisc as ``tc -j -s qdisc show`` prints it (rates in bytes/s, bursts in bytes, netem delay in s)."""
+        opts = {}
+        if "rate" in o:
+            opts["rate"] = int(o["rate"].removesuffix("bit")) // 8
         if "burst" in o:
-            parts.append(f"burst {o['burst']}b")
+            opts["burst"] = int(o["burst"])
         if "limit" in o:
-            parts.append(f"limit {o['limit']}")
+            opts["limit"] = int(o["limit"])
         if "delay" in o:
-            parts.append(f"delay {int(o['delay'].rstrip('us')) / 1000:g}ms")
+            opts["delay"] = {"delay": int(o["delay"].removesuffix("us")) / 1e6, "jitter": 0}
         if "loss" in o:
-            parts.append(f"loss {o['loss']}")
-        stats = " Sent 10 bytes 1 pkt (dropped 0, overlimits 0 requeues 0) \n backlog 0b 0p requeues 0"
-        return " ".join(parts) + "\n" + stats
+            opts["loss-random"] = {"loss": float(o["loss"].rstrip("%")) / 100}
+        where = {"root": True} if parent == "root" else {"parent": parent}
+        return {"kind": kind, "handle": handle, **where, "options": opts, "bytes": 10, "packets": 1, "drops": 0,
+                "overlimits": 0, "requeues": 0, "backlog": 0, "qlen": 0}
 
     def _show(self, st, what):
-        blocks = []
-        if what == "class":
-            if st["class"]:
-                blocks.append(self._line("class htb 1:1 root leaf 10: prio 0", st["class"]))
-        else:
-            r = st["root"]
-            blocks.append(self._line(f"qdisc {r['kind']} 1: root refcnt 2", r) if r
-                          else self._line("qdisc noqueue 0: root refcnt 2", {}))
-            if st["leaf"]:
-                blocks.append(self._line(f"qdisc {st['leaf']['kind']} 10: parent 1:1", st["leaf"]))
-            if st["ingress"]:
-                blocks.append(self._line("qdisc ingress ffff: parent ffff:fff1 ----------------", {}))
-        return "\n".join(blocks) + "\n"
+        if what == "class":  # iproute2 6.1: class lines even under -j
+            c = st["class"]
+            return f"class htb 1:1 root leaf 10: prio 0 rate {c['rate']} ceil {c['ceil']} burst {c['burst']}b \n" \
+                if c else ""
+        r = st["root"]
+        items = [self._entry(r["kind"], "1:", "root", r) if r else self._entry("noqueue", "0:", "root", {})]
+        if st["leaf"]:
+            items.append(self._entry(st["leaf"]["kind"], "10:", "1:1", st["leaf"]))
+        if st["ingress"]:
+            items.append(self._entry("ingress", "ffff:", "ffff:fff1", {}))
+        return json.dumps(items)
 
     def commands(self):
-        return [c for _, c in self.calls if c[:3] != ["tc", "-s", "qdisc"] and c[:3] != ["tc", "-s", "class"]
-                and c[:3] != ["ip", "link", "show"]]
+        return [c for _, c in self.calls if c[:2] != ["tc", "-j"] and c[:3] != ["ip", "link", "show"]]
 
 
 @pytest.fixture

@@ -10,17 +10,16 @@ from synclab.netem.profile import (
     KNOWN_ROLES,
     LinkProfile,
     ProfileError,
-    burst_bytes_for,
+    Bucket,
+    bucket_for,
     default_search_dirs,
     format_rate,
-    htb_burst_bytes_for,
     htb_quantum_bytes_for,
     list_profiles,
     load_profile,
     package_profiles_dir,
     parse_rate,
     profile_from_mapping,
-    queue_bytes_for,
     repo_profiles_dir,
     resolve_for_role,
 )
@@ -134,15 +133,23 @@ def test_format_rate_round_trips(rate):
 
 
 def test_burst_and_queue_follow_the_rate():
-    assert burst_bytes_for(200_000_000) == 100_000  # 4 ms of 200 Mbit/s
-    assert burst_bytes_for(1_000_000) == 64 << 10  # floor
-    assert burst_bytes_for(10**10) == 5_000_000
-    assert htb_burst_bytes_for(10**9) == 500_000
-    assert htb_burst_bytes_for(4 * 10**9) == 4_000_000  # 8 ms above 1 Gbit/s
+    assert bucket_for(200_000_000).burst_bytes == 100_000  # 4 ms of 200 Mbit/s
+    assert bucket_for(1_000_000).burst_bytes == 64 << 10  # floor
+    assert bucket_for(10**10).burst_bytes == 5_000_000
+    assert bucket_for(10**9, kernel=True).burst_bytes == 500_000
+    assert bucket_for(4 * 10**9, kernel=True).burst_bytes == 4_000_000  # tbf/htb: 8 ms above 1 Gbit/s
+    assert bucket_for(4 * 10**9).burst_bytes == 2_000_000  # the app bucket: 4 ms
     assert htb_quantum_bytes_for(100_000) == 1600 and htb_quantum_bytes_for(10**6) == 12_500
     assert htb_quantum_bytes_for(10**10) == 200_000
-    assert queue_bytes_for(200_000_000, 100_000) == 625_000  # 25 ms of the rate
-    assert queue_bytes_for(10**6, 65536) == 131072  # 2 x burst
+    assert bucket_for(200_000_000) == Bucket(100_000, 625_000)  # queue: 25 ms of the rate
+    assert bucket_for(10**6).queue_bytes == 131072  # 2 x burst
+    assert bucket_for(10**6, burst_bytes=10_000, queue_bytes=20_000) == Bucket(10_000, 20_000)  # as configured
+
+
+def test_the_app_bucket_holds_a_chunk_on_top_of_the_floor():
+    assert bucket_for(100e6, chunk_bytes=1 << 20).burst_bytes == (1 << 20) + (64 << 10)
+    assert bucket_for(100e9, chunk_bytes=1 << 20).burst_bytes == int(100e9 / 8 * 0.004)  # 4 ms is larger
+    assert bucket_for(10**6, chunk_bytes=1 << 20).queue_bytes == 2 * ((1 << 20) + (64 << 10))
     p = profile_from_mapping({"rate": "200mbit"})
     assert (p.effective_burst_bytes, p.effective_queue_bytes) == (100_000, 625_000)
     assert profile_from_mapping({"rate": "200mbit", "burst": "1MB"}).effective_burst_bytes == 1_000_000

@@ -1,4 +1,6 @@
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +16,8 @@ from synclab.netem.tc import (
     detect_backends,
     egress_commands,
     ingress_commands,
-    parse_tc_show,
+    parse_classes,
+    parse_qdiscs,
     verify,
 )
 
@@ -155,62 +158,68 @@ def test_detect_backends_probes_in_a_throwaway_namespace():
 
 
 def test_detect_backends_without_privileges_is_empty(monkeypatch):
-    monkeypatch.setattr(tc, "has_net_admin", lambda: False)
-    assert detect_backends(refresh=True) == frozenset()
-    tc._detected.clear()
+    monkeypatch.setattr(tc.probe, "has_net_admin", lambda: False)
+    assert detect_backends() == frozenset()
 
 
 # -- read-back ----------------------------------------------------------------------------------
 
-TC_QDISC = """\
-qdisc htb 1: root refcnt 3 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000
- Sent 101211475 bytes 66877 pkt (dropped 3, overlimits 4791 requeues 0)
- backlog 1514b 1p requeues 0
-qdisc bfifo 10: parent 1:1 limit 10000000b
- Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)
- backlog 0b 0p requeues 0
-qdisc ingress ffff: parent ffff:fff1 ----------------
- Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)
- backlog 0b 0p requeues 0
-qdisc netem 20: parent 1:2 limit 1000 delay 20ms  2ms loss 1%
- Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)
- backlog 0b 0p requeues 0
-"""
-TC_CLASS = """\
-class htb 1:1 root leaf 10: prio 0 rate 4Gbit ceil 4Gbit burst 2000000b cburst 1Mb
- Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)
- backlog 0b 0p requeues 0
- lended: 0 borrowed: 0 giants: 0
- tokens: 62500 ctokens: 62500
-
-"""
+DATA = Path(__file__).parent / "data"  # captured from a real kernel (iproute2 6.1) with the builders' commands
 
 
-def test_parse_tc_show():
-    htb, bfifo, ingress, netem = parse_tc_show(TC_QDISC)
-    assert (htb.kind, htb.handle, htb.is_root, htb.sent_bytes, htb.dropped, htb.overlimits) == \
-        ("htb", "1:", True, 101211475, 3, 4791)
-    assert htb.backlog_bytes == 1514
-    assert (bfifo.parent, bfifo.limit) == ("1:1", "10000000b")
-    assert ingress.kind == "ingress" and not ingress.is_root
-    assert (netem.delay_s, netem.jitter_s, netem.loss_pct) == (pytest.approx(0.02), pytest.approx(0.002), 1.0)
-    (cls,) = parse_tc_show(TC_CLASS)
-    assert (cls.rate_bps, cls.ceil_bps, cls.burst_bytes) == (4 * 10**9, 4 * 10**9, 2_000_000)
-    (tbf,) = parse_tc_show("qdisc tbf 1: root refcnt 3 rate 123456Kbit burst 1024Kb lat 126ms \n")
-    assert (tbf.rate_bps, tbf.burst_bytes) == (123_456_000, 1 << 20)
-    assert parse_tc_show("qdisc noqueue 0: root refcnt 2 \n")[0].is_default
-    assert tc.parse_tc_rate("120563Kibit") == 120563 * 1024
+def _data(name):
+    return (DATA / name).read_text()
+
+
+def test_qdiscs_read_from_tc_json():
+    (tbf,) = parse_qdiscs(_data("tc_qdisc_tbf.json"))  # tbf rate 123456789bit burst 65536 limit 312500
+    assert (tbf.kind, tbf.handle, tbf.is_root, tbf.is_default) == ("tbf", "1:", True, False)
+    assert tbf.rate_bps == 15_432_098 * 8  # tc -j: bytes/s, whole bytes
+    assert tbf.burst_bytes == 65524  # bytes, after the kernel's conversion to ticks and back
+    htb, bfifo, ingress = parse_qdiscs(_data("tc_qdisc_htb_and_ingress.json"))
+    assert (htb.kind, htb.is_root, htb.rate_bps) == ("htb", True, None)  # htb's rate is on its class
+    assert (bfifo.kind, bfifo.handle, bfifo.parent, bfifo.limit) == ("bfifo", "10:", "1:1", 6_250_000)
+    assert (ingress.kind, ingress.handle, ingress.is_root) == ("ingress", "ffff:", False)
+    (noqueue,) = parse_qdiscs(_data("tc_qdisc_default.json"))
+    assert noqueue.is_root and noqueue.is_default
+
+
+def test_netem_and_counters_read_from_tc_json():
+    # This kernel has no sch_netem: the keys are those of iproute2's q_netem.c (delay in s, loss as a fraction).
+    text = ('[{"kind":"netem","handle":"10:","parent":"1:1","options":{"limit":1000,'
+            '"delay":{"delay":0.02,"jitter":0.002,"correlation":0},"loss-random":{"loss":0.01,"correlation":0},'
+            '"ecn":false,"gap":0},"bytes":101211475,"packets":66877,"drops":3,"overlimits":4791,"requeues":0,'
+            '"backlog":1514,"qlen":1}]')
+    (netem,) = parse_qdiscs(text)
+    assert (netem.delay_s, netem.jitter_s, netem.loss_pct, netem.limit) == (0.02, 0.002, pytest.approx(1.0), 1000)
+    assert (netem.sent_bytes, netem.sent_packets, netem.dropped, netem.overlimits, netem.backlog_bytes) == \
+        (101211475, 66877, 3, 4791, 1514)
+
+
+def test_htb_classes_read_from_both_iproute2_outputs():
+    # iproute2 6.1 prints classes in its human form even with -j
+    (cls,) = parse_classes(_data("tc_class_htb_iproute2_6.1.txt"))
+    assert (cls.kind, cls.handle, cls.is_root, cls.rate_bps, cls.ceil_bps) == ("htb", "1:1", True, 2 * 10**9, 2 * 10**9)
+    # iproute2 >= 6.2 prints JSON: the options sit beside the class's name, rates in bytes/s (tc/q_htb.c)
+    (new,) = parse_classes('[{"class":"htb","handle":"1:1","root":true,"leaf":"10:","prio":0,'
+                           '"rate":250000000,"ceil":250000000,"burst":2000000,"cburst":2000000}]')
+    assert (new.handle, new.is_root, new.rate_bps, new.ceil_bps, new.burst_bytes) == \
+        ("1:1", True, 2 * 10**9, 2 * 10**9, 2_000_000)
+    assert parse_classes("") == parse_classes("[]") == []
 
 
 def test_verify_spots_a_wrong_rate():
-    p = prof(rate="4gbit")
-    qd = parse_tc_show(TC_QDISC)
-    assert verify(p, "htb", qd, parse_tc_show(TC_CLASS)) == []
-    assert "rate" in verify(prof(rate="2gbit"), "htb", qd, parse_tc_show(TC_CLASS))[0]
+    p = prof(rate="2gbit")
+    qd = parse_qdiscs(_data("tc_qdisc_htb_and_ingress.json"))
+    classes = parse_classes(_data("tc_class_htb_iproute2_6.1.txt"))
+    assert verify(p, "htb", qd, classes) == []
+    assert "rate" in verify(prof(rate="4gbit"), "htb", qd, classes)[0]
     assert "expected tbf" in verify(p, "tbf", qd)[0]
     assert verify(p, "htb", qd, []) == ["htb class 1:1 missing"]
     assert "still installed" in verify(p, "none", qd)[0]
-    assert verify(p, "none", parse_tc_show("qdisc noqueue 0: root refcnt 2\n")) == []
+    assert verify(p, "none", parse_qdiscs(_data("tc_qdisc_default.json"))) == []
+    tbf = parse_qdiscs(_data("tc_qdisc_tbf.json"))
+    assert verify(prof(rate="123456789bit"), "tbf", tbf) == []
 
 
 # -- apply / clear against the fake kernel ------------------------------------------------------
@@ -324,9 +333,9 @@ def test_failed_command_raises_with_stderr(kernel):
 
 
 def test_offloads(monkeypatch, kernel):
-    monkeypatch.setattr(tc.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     assert "ethtool not installed" in tc.set_offloads("eth0", runner=kernel)
-    monkeypatch.setattr(tc.shutil, "which", lambda name: "/usr/sbin/" + name)
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/sbin/" + name)
     assert tc.set_offloads("eth0", runner=kernel) == "tso/gso/gro off"
     assert kernel.calls[-1][1] == ["ethtool", "-K", "eth0", "tso", "off", "gso", "off", "gro", "off"]
     p = prof(rate="200mbit")
@@ -338,7 +347,7 @@ def test_run_cmd_reports_missing_tools(monkeypatch):
     def missing(*a, **k):
         raise FileNotFoundError
 
-    monkeypatch.setattr(tc.subprocess, "run", missing)
+    monkeypatch.setattr(tc.runner.subprocess, "run", missing)
     with pytest.raises(tc.ToolMissing, match="iproute2"):
         tc.run_cmd(["tc", "qdisc", "show"])
     assert tc.in_netns(["tc", "qdisc"], "ns1") == ["ip", "netns", "exec", "ns1", "tc", "qdisc"]
