@@ -182,42 +182,35 @@ def new_run_dir(runs: Path, strategy: str) -> Path:
 
 
 def resolve_job_spec(settings: ContainerSettings, outcome: dict) -> None:
-    """Stage one of the coordinator: SYNCLAB_SPEC + overrides + the network plan, validated (by
-    ``load_spec``, as ``synclab run`` does), written to JOB_SPEC_FILE. SYNCLAB_PROFILE is the job's
+    """Stage one of the coordinator: the job as ``synclab run`` resolves it (SYNCLAB_SPEC, then the
+    overrides, then the network plan), written to JOB_SPEC_FILE. SYNCLAB_PROFILE is the job's
     profile (every container shapes from it), and the plan is the coordinator's own shaping
     outcome: all containers share one kernel."""
     import yaml
 
-    from synclab.config import SpecError, load_spec
+    from synclab.config import SpecError
     from synclab.config.settings import SettingsError
-    from synclab.compute.resolve import resolve_compute
-    from synclab.roles.network import apply_to_spec, resolve_network
+    from synclab.roles.job import resolve_job
 
     kernel = outcome["backend"] in ("netem", "htb", "tbf")
     link = [("network.rate", None), ("network.delay", None), ("network.profile", outcome["profile"]),
             ("network.isolation", "netns" if kernel else "none")]
     try:
-        spec = load_spec(settings.spec, settings.spec_overrides() + link)
+        job = resolve_job(settings.spec, settings.spec_overrides() + link,
+                          kernel_available=frozenset(outcome["kernel"]), netns_unavailable=None)
     except SpecError as e:  # before any node waits for it
-        raise SettingsError(f"{e} (SYNCLAB_SPEC with the coordinator's overrides)") from None
-    try:
-        plan = resolve_network(spec, kernel_available=frozenset(outcome["kernel"]), netns_unavailable=None)
-    except SpecError as e:
-        raise SettingsError(f"SYNCLAB_PROFILE={outcome['profile']!r}: {e}") from None
-    spec = apply_to_spec(spec, plan)
+        raise SettingsError(f"{e} (the job of SYNCLAB_SPEC, its overrides and "
+                            f"SYNCLAB_PROFILE={outcome['profile'] or 'none'})") from None
+    spec = job.spec
     if spec.run.dilation != 1:
         raise SettingsError(f"run.dilation={spec.run.dilation:g}: containers shape eth0 from SYNCLAB_PROFILE "
                             f"before the job is known, undilated; run dilated experiments with the local launcher "
                             f"(synclab run)")
-    try:
-        spec, compute_notes = resolve_compute(spec)
-    except SpecError as e:
-        raise SettingsError(f"SYNCLAB_SPEC: {e}") from None
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     JOB_SPEC_FILE.write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
     log(f"job: strategy {spec.strategy.name}, model {spec.model.name}, {spec.n_workers} worker(s), "
-        f"{spec.n_ps} PS shard(s), {spec.run.iterations} iterations; links: {plan.describe()}")
-    for note in plan.notes + compute_notes:
+        f"{spec.n_ps} PS shard(s), {spec.run.iterations} iterations; links: {job.network.describe()}")
+    for note in job.notes:
         log(f"note: {note}")
 
 

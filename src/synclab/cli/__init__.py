@@ -39,18 +39,15 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
     """Launch a local cluster for SPEC and run it to completion; writes the run records into --out."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from synclab.config import SpecError, load_spec
+    from synclab.config import SpecError
+    from synclab.roles.job import resolve_job
     from synclab.roles.launcher import LocalCluster, supervise
-    from synclab.compute.resolve import resolve_compute
-    from synclab.roles.network import apply_to_spec, resolve_network
 
     try:
-        s = load_spec(spec, set_)
-        net = resolve_network(s)
-        s = apply_to_spec(s, net)
-        s, compute_notes = resolve_compute(s)
+        job = resolve_job(spec, set_)
     except SpecError as e:
         _fail(f"invalid spec: {e}")
+    s, net = job.spec, job.network
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{s.strategy.name}"
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(s.to_dict(), sort_keys=False))
@@ -59,7 +56,7 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
     cluster = LocalCluster(s, run_dir, isolation=net.isolation)
     console.print(f"[bold]{s.name}[/]: strategy [cyan]{s.strategy.name}[/], model {s.model.name}, "
                   f"{s.n_workers} worker(s), {s.n_ps} PS shard(s), {net.describe()} -> {run_dir}")
-    for note in net.notes + compute_notes:
+    for note in job.notes:
         console.print(f"  note: {note}")
     try:
         cluster.start()
