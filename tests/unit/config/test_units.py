@@ -1,6 +1,8 @@
 import pytest
+from hypothesis import given, strategies as st
 
-from synclab.config.units import parse_duration_s, parse_percent, parse_rate_bps, parse_size_bytes
+from synclab.config.units import (parse_duration_s, parse_percent, parse_prometheus_duration_s, parse_rate_bps,
+                                  parse_size_bytes)
 
 
 def test_errors_name_the_field():
@@ -26,3 +28,22 @@ def test_bare_numbers_and_percentages():
     assert parse_percent("1%") == 1.0 and parse_percent(0.5) == 0.5
     with pytest.raises(ValueError, match="unknown loss unit 'kbit'"):
         parse_percent("1kbit", "loss")
+
+
+def test_prometheus_durations():
+    assert parse_prometheus_duration_s("90s") == 90 and parse_prometheus_duration_s("5m") == 300
+    assert parse_prometheus_duration_s("1h30m") == 5400 and parse_prometheus_duration_s("500ms") == 0.5
+    assert parse_prometheus_duration_s("2d") == 2 * 86400 and parse_prometheus_duration_s("1w") == 7 * 86400
+    for bad in ("", "5", "5 m", "m5", "5x", "-5m"):  # a bare number is not a Prometheus duration
+        with pytest.raises(ValueError, match="cannot parse duration"):
+            parse_prometheus_duration_s(bad)
+    with pytest.raises(ValueError):  # tc's durations have no minutes
+        parse_duration_s("5m")
+
+
+@given(st.text(max_size=12))
+def test_prometheus_durations_raise_value_error_only(text):
+    try:
+        assert parse_prometheus_duration_s(text) >= 0
+    except ValueError:
+        pass
