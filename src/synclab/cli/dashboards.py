@@ -93,8 +93,8 @@ def render(dashboards: list[Path] = typer.Argument(None, help="Dashboard JSON fi
     files = _dashboard_files(dashboards or [])
     given = _variables(var)
     try:
-        scrape_s = parse_prometheus_duration_s(scrape_interval)
-        step_s = parse_prometheus_duration_s(step) if step else None
+        scrape_s = parse_prometheus_duration_s(scrape_interval, "--scrape-interval")
+        step_s = parse_prometheus_duration_s(step, "--step") if step else None
     except ValueError as e:
         _fail(str(e))
     if scrape_s <= 0 or (step_s is not None and step_s <= 0):

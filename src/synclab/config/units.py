@@ -1,4 +1,5 @@
-"""Human units parsed once, at the edge: rates ("4gbit"), durations ("20ms"), sizes ("1MiB"), percentages ("1%").
+"""Human units parsed once, at the edge: rates ("4gbit"), durations ("20ms"), sizes ("1MiB"), percentages ("1%"),
+and Prometheus/Grafana durations ("5m", "1h30m").
 
 Every parser takes the field's name (``what``) so an error says which value was
 wrong; all raise :class:`ValueError` only (never ``OverflowError`` or
@@ -92,10 +93,10 @@ _PROM_TIME = {"ms": _TIME["ms"], "s": _TIME["s"], "m": 60.0, "h": 3600.0, "d": 8
 _PROM_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 
 
-def parse_prometheus_duration_s(text: str) -> float:
+def parse_prometheus_duration_s(value: str, what: str = "duration") -> float:
     """'90s' -> 90.0, '5m' -> 300.0, '1h30m' -> 5400.0, '500ms' -> 0.5."""
-    text = str(text).strip()
+    text = str(value).strip()
     parts = _PROM_PART.findall(text)
     if not text or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"cannot parse duration {text!r} (use e.g. 30s, 5m, 1h30m)")
+        raise ValueError(f"cannot parse {what} {text!r} (use e.g. 30s, 5m, 1h30m)")
     return sum(float(n) * _PROM_TIME[u] for n, u in parts)

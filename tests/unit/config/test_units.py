@@ -39,6 +39,8 @@ def test_prometheus_durations():
             parse_prometheus_duration_s(bad)
     with pytest.raises(ValueError):  # tc's durations have no minutes
         parse_duration_s("5m")
+    with pytest.raises(ValueError, match="^cannot parse --step '5'"):
+        parse_prometheus_duration_s("5", "--step")
 
 
 @given(st.text(max_size=12))
