@@ -50,6 +50,8 @@ _PORT = {"ge": 1, "le": 65535}
 
 
 class ContainerSettings(BaseModel):
+    """One container's configuration; the field's alias is its variable, the description its help."""
+
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     token: str = _var("SYNCLAB_TOKEN", ..., "the shared job token of the cluster")
