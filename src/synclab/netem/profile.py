@@ -23,7 +23,8 @@ alike; where they differ it is through its explicit arguments:
 * queue (tbf/bfifo limit) = max(2 × burst, 25 ms of the rate), capped at 2 GiB
   (tc's limits are 32-bit); where the kernel itself delays packets (netem) its
   limit adds 2 × rate × (delay + jitter) so the delay line never drops.
-* a profile's ``burst``/``queue``, when set, are used as given; a profile's
+* a profile's ``burst``/``queue``, when set, are used as given by tc (the
+  ``app`` bucket is built from the rate and the chunk size alone); a profile's
   *derived* values (:attr:`LinkProfile.effective_burst_bytes`, what
   ``synclab profiles`` shows and what :func:`dilate` keeps in bytes) are the
   rule without either argument.

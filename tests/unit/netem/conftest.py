@@ -100,7 +100,7 @@ class FakeKernel:
             opts["rate"] = int(o["rate"].removesuffix("bit")) // 8
         if "burst" in o:
             opts["burst"] = int(o["burst"])
-        if "limit" in o:
+        if "limit" in o and kind != "tbf":  # tbf shows its latency instead
             opts["limit"] = int(o["limit"])
         if "delay" in o:
             opts["delay"] = {"delay": int(o["delay"].removesuffix("us")) / 1e6, "jitter": 0}

@@ -176,6 +176,7 @@ def test_qdiscs_read_from_tc_json():
     assert (tbf.kind, tbf.handle, tbf.is_root, tbf.is_default) == ("tbf", "1:", True, False)
     assert tbf.rate_bps == 15_432_098 * 8  # tc -j: bytes/s, whole bytes
     assert tbf.burst_bytes == 65524  # bytes, after the kernel's conversion to ticks and back
+    assert tbf.limit is None  # tbf shows its latency, not its limit
     htb, bfifo, ingress = parse_qdiscs(_data("tc_qdisc_htb_and_ingress.json"))
     assert (htb.kind, htb.is_root, htb.rate_bps) == ("htb", True, None)  # htb's rate is on its class
     assert (bfifo.kind, bfifo.handle, bfifo.parent, bfifo.limit) == ("bfifo", "10:", "1:1", 6_250_000)

@@ -25,13 +25,13 @@ Modules, by job:
   builders' commands (inside a network namespace when given) and verify;
 * :mod:`~synclab.netem.tc.runner` — running one command, and the errors.
 
-Why not pyroute2: it would talk netlink instead of running ``tc``, but every
-command here would still be built (now as pyroute2 calls with its own names for
-tc's options), the argv lists that tests and logs show would go, ``ip netns
-exec`` would become pyroute2's namespace handling, and the probe would still
-have to try each qdisc. It removes no code that matters; the one gap it would
-fill, htb classes on iproute2 6.1 printing no JSON, takes a dozen lines in
-:mod:`~synclab.netem.tc.readback`. So tc's own ``-j`` output is read instead.
+pyroute2 (netlink from Python) was considered and not added: the builders would
+stay, only as pyroute2 calls with its own option names instead of the argv lists
+that tests and logs show; ``ip netns exec`` would become pyroute2's namespace
+handling, and the probe would still have to try each qdisc — code moved, not
+removed. The one thing tc does not print as JSON here, htb classes on iproute2
+6.1 (``-j`` arrived for ``tc class show`` in 6.2), costs a dozen lines in
+:mod:`~synclab.netem.tc.readback`, less than a new dependency.
 
 Offloads: TSO/GSO/GRO are *kept* on by default. tbf and htb charge a GSO
 super-packet its full wire length, so the average rate stays right; switching
@@ -41,6 +41,7 @@ cut goodput to 0.93x/0.89x (tbf/htb) of the rate at 1 Gbit/s, 0.68x/0.88x at
 2 Gbit/s and ~0.3x at 4 Gbit/s (CPU-bound), against 0.95-0.96x with offloads on.
 """
 
+# ``tc.apply`` is the function below (it hides the module of the same name, ``synclab.netem.tc.apply``).
 from synclab.netem.tc.apply import Applied, apply, clear, set_offloads
 from synclab.netem.tc.commands import (
     KERNEL_BACKENDS,

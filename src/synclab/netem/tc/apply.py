@@ -87,10 +87,8 @@ def _install(dev: str, profile: LinkProfile, backend: str, cmds: list[list[str]]
 
 def _shrinks_tbf_bucket(root: Qdisc, profile: LinkProfile) -> bool:
     """Whether ``profile``'s tbf burst is smaller than the installed one (1 % slack: the kernel keeps it in ticks)."""
-    if root.burst_bytes is None or profile.rate_bps is None:
-        return True
     bucket = profile.bucket(kernel=True)
-    return bucket is None or bucket.burst_bytes < 0.99 * root.burst_bytes
+    return root.burst_bytes is None or bucket is None or bucket.burst_bytes < 0.99 * root.burst_bytes
 
 
 def set_offloads(dev: str, netns: str | None = None, *, enable: bool = False, runner: Runner = run_cmd) -> str:

@@ -2,7 +2,8 @@
 
 ``tc -j`` prints rates in bytes/s, bursts and limits in bytes (netem's limit in
 packets), netem's delay and jitter in seconds and its loss as a fraction; the
-readers turn them into base units in the names (``rate_bps`` in bits/s).
+readers turn them into base units in the names (``rate_bps`` in bits/s). tbf
+shows its latency rather than its limit, so a tbf's limit reads as None.
 
 One exception: iproute2 before 6.2 (Debian bookworm ships 6.1) ignores ``-j``
 for ``tc class show`` and prints its human form. For that case
