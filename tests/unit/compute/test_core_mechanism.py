@@ -72,7 +72,9 @@ def test_gradients_are_handed_over_in_backward_order():
         assert layers == sorted(layers, reverse=True)
         assert sorted(i for _, i in rec.grads) == list(range(n))
         assert {it for it, _ in rec.grads} == {1}
-        # on_backward_end follows every gradient of the iteration on the same (ordered) thread
+        # on_backward_end follows every gradient of the iteration on the same (ordered) thread; the gates open from
+        # on_gradient, so wait_fresh may return before that thread has delivered on_backward_end
+        assert rec.backward_ended.wait(10)
         assert rec.backward_ends == [1]
         assert all(p.grad is None for p in engine.tensors)  # released, so the next backward starts clean
     finally:
