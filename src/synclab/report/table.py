@@ -52,7 +52,7 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("communication hidden",
                      "n/a (no communication)" if hidden is None else
                      f"{hidden * 100:.0f}% of {_ms(g('communicating_seconds_mean'))} on the wire per iteration "
-                     "(wire time during which forward/backward ran ÷ wire time)"))
+                     "(wire time during which forward, backward or the optimizer step ran ÷ wire time)"))
     rows.append(("loss", f"{_num(g('initial_loss'), '.4f')} → {_num(g('final_loss'), '.4f')}"))
     sent = g("bytes_sent") or {}
     rows.append(("bytes sent", ", ".join(f"{n} {fmt_bytes(sent[n])}" for n in sorted(sent, key=natural_key))
