@@ -32,6 +32,7 @@ class Goodput:
     seconds: float
     goodput_bps: float
     retransmits: int | None = None
+    cpu_seconds: float | None = None  # both ends' CPU (iperf3 reports its sender's and receiver's utilisation)
 
     def ratio(self, rate_bps: int | None) -> float | None:
         return None if not rate_bps else self.goodput_bps / rate_bps
@@ -125,8 +126,11 @@ def iperf3_goodput(server_prefix: Sequence[str], client_prefix: Sequence[str], s
             raise RuntimeError(f"iperf3 client failed: {c.stdout[-500:]} {c.stderr.strip()}")
         end = json.loads(c.stdout)["end"]
         recv, sent = end["sum_received"], end["sum_sent"]
+        cpu = end.get("cpu_utilization_percent") or {}
+        cpu_s = ((cpu["host_total"] + cpu["remote_total"]) / 100 * float(sent["seconds"])
+                 if "host_total" in cpu and "remote_total" in cpu else None)
         return Goodput("iperf3", int(recv["bytes"]), float(recv["seconds"]), float(recv["bits_per_second"]),
-                       retransmits=sent.get("retransmits"))
+                       retransmits=sent.get("retransmits"), cpu_seconds=cpu_s)
     finally:
         if server.poll() is None:
             server.kill()

@@ -1,0 +1,273 @@
+"""All-reduce: SyncLab's ring against torch.distributed's gloo on the same shaped links (issue 12, item 1).
+
+N ranks live in N network namespaces on one bridge (``synclab.netem.netns``), every rank's ``eth0`` shaped by the
+link profile with the kernel backend this machine has (tbf/htb, netem where the kernel has it); ``unshaped``
+leaves the veths alone. For each link and N, back to back in the same namespaces:
+
+1. gloo: ``torch.distributed.all_reduce`` of M fp32 values (the anchor);
+2. SyncLab: ``synclab.collective.ring.ring_allreduce_`` of the same values over ``NodeTransport`` gRPC streams,
+   as ``synceasgd`` runs its merged all-reduce (1 MiB chunks, the transport's defaults);
+3. iperf3 between two ranks (once per link): the TCP ceiling and its CPU cost.
+
+Each rank times every all-reduce after a barrier (gloo's, or a one-float ring all-reduce for SyncLab); an
+all-reduce's time is the slowest rank's, and the table gives the median of ``--repeats`` after one warm-up. The
+ring bound is ``2(N−1)/N · M · 4 B · 8 / rate`` (a rank sends that much through its link; unshaped has none).
+CPU seconds per GB: the user+system time of all ranks over the ring's traffic, ``2(N−1) · M · 4`` bytes per
+all-reduce (gloo's own algorithm may move a little more or less). Default M = 25,557,032: ResNet-50's gradients.
+
+    python experiments/allreduce_vs_gloo.py [--links 1gbit,4gbit,unshaped] [--ranks 2,4,8]
+        [--floats 25557032] [--repeats 3] [--out runs/allreduce-vs-gloo]
+    python experiments/allreduce_vs_gloo.py --quick    # 1gbit and unshaped, 4 ranks, 4 M floats, 2 repeats
+
+Needs root (network namespaces). Writes ``allreduce.csv``, ``allreduce.json`` and ``allreduce.png`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+GLOO_PORT = 29500
+SYNCLAB_PORT = 29600
+TOKEN = "allreduce-bench"
+RESNET50_FLOATS = 25_557_032
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this rank: gRPC's and gloo's included
+    return r.ru_utime + r.ru_stime
+
+
+def _report(rank: int, times: list[float], cpu_s: float, value: float, expected: float) -> None:
+    print(json.dumps({"rank": rank, "times": times, "cpu_s": cpu_s, "ok": abs(value - expected) <= 1e-6 * expected}),
+          flush=True)
+
+
+def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
+    world = len(addresses)
+    dist.init_process_group("gloo", init_method=f"tcp://{addresses[0]}:{GLOO_PORT}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=300))
+    flat = torch.ones(floats)
+    dist.all_reduce(flat)  # warm-up: connections and buffers
+    times, cpu0 = [], _cpu_s()
+    for _ in range(repeats):
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(flat)
+        times.append(time.perf_counter() - t0)
+    cpu = _cpu_s() - cpu0
+    _report(rank, times, cpu, float(flat[-1]), float(world) ** (repeats + 1))
+    dist.destroy_process_group()
+
+
+def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int) -> None:
+    import torch
+
+    from synclab.collective.ring import ring_allreduce_
+    from synclab.transport.inbox import Inbox
+    from synclab.transport.node import NodeTransport
+
+    world = len(addresses)
+    nxt, prev = (rank + 1) % world, (rank - 1) % world
+    inbox = Inbox()
+    node = NodeTransport(f"r{rank}", TOKEN, on_message=inbox.deliver)
+    node.serve("0.0.0.0", SYNCLAB_PORT, peer=True)
+    link = node.connect(f"r{nxt}", f"{addresses[nxt]}:{SYNCLAB_PORT}", "peer")
+
+    def allreduce(flat, key: str, iteration: int) -> None:
+        ring_allreduce_(flat, rank=rank, world=world, key=key, iteration=iteration, to_next=link, inbox=inbox,
+                        prev_name=f"r{prev}")
+
+    flat, token = torch.ones(floats), torch.zeros(1)
+    allreduce(flat, "grad", 0)  # warm-up: streams open, buffers touched
+    times, cpu0 = [], _cpu_s()
+    for i in range(1, repeats + 1):
+        allreduce(token, "barrier", i)
+        t0 = time.perf_counter()
+        allreduce(flat, "grad", i)
+        times.append(time.perf_counter() - t0)
+    cpu = _cpu_s() - cpu0
+    allreduce(token, "barrier", repeats + 1)  # nobody closes while a neighbour still reads
+    _report(rank, times, cpu, float(flat[-1]), float(world) ** (repeats + 1))
+    node.close(2.0)
+
+
+def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int) -> dict:
+    """Start one rank per namespace, wait for all; the slowest rank's time per all-reduce, CPU summed."""
+    addresses = [cluster.address(n) for n in names]
+    procs = [subprocess.Popen([*cluster.exec_prefix(n), sys.executable, __file__, "rank", "--tool", tool,
+                               "--rank", str(r), "--addresses", ",".join(addresses), "--floats", str(floats),
+                               "--repeats", str(repeats)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r, n in enumerate(names)]
+    reports = []
+    try:
+        for r, p in enumerate(procs):
+            out, err = p.communicate(timeout=900)
+            if p.returncode != 0 or not out.strip():
+                raise RuntimeError(f"{tool} rank {r} failed (exit {p.returncode}): {err.strip()[-1500:]}")
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if not all(rep["ok"] for rep in reports):
+        raise RuntimeError(f"{tool}: a rank ended with a wrong sum")
+    per_allreduce = [max(rep["times"][i] for rep in reports) for i in range(repeats)]
+    return {"seconds": statistics.median(per_allreduce), "all_seconds": per_allreduce,
+            "cpu_s": sum(rep["cpu_s"] for rep in reports)}
+
+
+def measure(link: str, n: int, floats: int, repeats: int) -> dict:
+    """One point: a fresh cluster of ``n`` namespaces shaped by ``link``; gloo, SyncLab, then iperf3 in it."""
+    from synclab.netem import bench
+    from synclab.netem.netns import NetnsCluster, Topology
+    from synclab.netem.profile import load_profile
+
+    profile = None if link == "unshaped" else load_profile(link)
+    names = [f"r{i}" for i in range(n)]
+    iperf = None
+    with NetnsCluster(Topology.star(names, profile=profile)) as c:
+        applied = c.applied.get("r0")
+        backend = applied.backend if applied else "none"
+        if applied and applied.left_to_app:
+            raise RuntimeError(f"{link}: the kernel could not shape {sorted(applied.left_to_app)}; "
+                               "gloo would run unshaped, so the comparison would not be fair")
+        gloo = run_ranks(c, names, "gloo", floats, repeats)
+        ours = run_ranks(c, names, "synclab", floats, repeats)
+        if bench.iperf3_available():
+            iperf = bench.iperf3_goodput(c.exec_prefix("r1"), c.exec_prefix("r0"), c.address("r1"), duration_s=3.0)
+    ring_gb = 2 * (n - 1) * floats * 4 / 1e9  # every rank's sends, one all-reduce
+    rate = profile.rate_bps if profile else None
+    return {
+        "link": link, "backend": backend, "ranks": n, "mbytes": floats * 4 / 1e6,
+        "ring_bound_s": 2 * (n - 1) / n * floats * 4 * 8 / rate if rate else None,
+        "gloo_s": gloo["seconds"], "synclab_s": ours["seconds"], "speed_vs_gloo": gloo["seconds"] / ours["seconds"],
+        "gloo_cpu_s_per_gb": gloo["cpu_s"] / (ring_gb * repeats),
+        "synclab_cpu_s_per_gb": ours["cpu_s"] / (ring_gb * repeats),
+        "iperf3_gbps": iperf.goodput_bps / 1e9 if iperf else None,
+        "iperf3_cpu_s_per_gb": (iperf.cpu_seconds / (iperf.bytes / 1e9)
+                                if iperf and iperf.cpu_seconds is not None else None),
+        "gloo_all_s": gloo["all_seconds"], "synclab_all_s": ours["all_seconds"],
+    }
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['link']}\n{r['ranks']} ranks" for r in rows]
+    x = range(len(rows))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(rows) + 4), 4.2))
+    w = 0.38
+    ax1.bar([i - w / 2 for i in x], [r["gloo_s"] for r in rows], w, label="gloo")
+    ax1.bar([i + w / 2 for i in x], [r["synclab_s"] for r in rows], w, label="SyncLab ring")
+    for i, r in enumerate(rows):
+        if r["ring_bound_s"]:
+            ax1.hlines(r["ring_bound_s"], i - w, i + w, colors="k", linestyles="dotted",
+                       label="ring bound" if i == 0 else None)
+    ax1.set_xticks(list(x), labels, fontsize=8)
+    ax1.set_ylabel("seconds per all-reduce")
+    ax1.legend(fontsize=8)
+    ax2.bar(list(x), [r["speed_vs_gloo"] for r in rows], 0.6, color="tab:green")
+    ax2.axhline(1.0, color="k", lw=0.8)
+    ax2.set_xticks(list(x), labels, fontsize=8)
+    ax2.set_ylabel("SyncLab speed ÷ gloo speed")
+    fig.suptitle(f"all-reduce of {rows[0]['mbytes']:.0f} MB fp32, one namespace per rank")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "rank":
+        ap = argparse.ArgumentParser(prog="allreduce_vs_gloo.py rank")
+        ap.add_argument("rank_cmd")
+        ap.add_argument("--tool", choices=("gloo", "synclab"), required=True)
+        ap.add_argument("--rank", type=int, required=True)
+        ap.add_argument("--addresses", required=True)
+        ap.add_argument("--floats", type=int, required=True)
+        ap.add_argument("--repeats", type=int, required=True)
+        a = ap.parse_args()
+        run = _rank_gloo if a.tool == "gloo" else _rank_synclab
+        run(a.rank, a.addresses.split(","), a.floats, a.repeats)
+        return
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--links", default="1gbit,4gbit,unshaped")
+    ap.add_argument("--ranks", default="2,4,8")
+    ap.add_argument("--floats", type=int, default=RESNET50_FLOATS)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="1gbit and unshaped, 4 ranks, 4 M floats, 2 repeats")
+    ap.add_argument("--out", type=Path, default=Path("runs/allreduce-vs-gloo"))
+    a = ap.parse_args()
+    if a.quick:
+        a.links, a.ranks, a.floats, a.repeats = "1gbit,unshaped", "4", 4 << 20, 2
+    links = a.links.split(",")
+    ranks = [int(n) for n in a.ranks.split(",")]
+    if any(n < 2 for n in ranks) or a.floats < 1 or a.repeats < 1:
+        ap.error("--ranks must be >= 2 each, --floats and --repeats >= 1")
+    from synclab.netem.netns import netns_unavailable_reason
+
+    reason = netns_unavailable_reason()
+    if reason:
+        print(f"allreduce_vs_gloo: needs network namespaces: {reason}", file=sys.stderr)
+        sys.exit(2)
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 170)
+    rows = []
+    with Progress(console=console) as bar:
+        task = bar.add_task("all-reduce", total=len(links) * len(ranks))
+        for link in links:
+            for n in ranks:
+                bar.update(task, description=f"{link}, {n} ranks")
+                rows.append(measure(link, n, a.floats, a.repeats))
+                bar.advance(task)
+
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "allreduce.json").write_text(json.dumps(rows, indent=2))
+    import csv
+
+    with (a.out / "allreduce.csv").open("w", newline="") as f:
+        cols = [k for k in rows[0] if not k.endswith("_all_s")]
+        wr = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        wr.writeheader()
+        wr.writerows(rows)
+    plot(rows, a.out / "allreduce.png")
+
+    def num(v, fmt):
+        return "—" if v is None else format(v, fmt)
+
+    t = Table(title=f"all-reduce of {a.floats:,} fp32 ({a.floats * 4 / 1e6:.0f} MB), median of {a.repeats}")
+    for col in ("link", "backend", "ranks", "ring bound s", "gloo s", "SyncLab s", "SyncLab ÷ gloo (speed)",
+                "CPU s/GB gloo", "CPU s/GB SyncLab", "iperf3 Gbit/s", "CPU s/GB iperf3"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(r["link"], r["backend"], str(r["ranks"]), num(r["ring_bound_s"], ".3f"), f"{r['gloo_s']:.3f}",
+                  f"{r['synclab_s']:.3f}", f"{r['speed_vs_gloo']:.2f}", f"{r['gloo_cpu_s_per_gb']:.2f}",
+                  f"{r['synclab_cpu_s_per_gb']:.2f}", num(r["iperf3_gbps"], ".2f"), num(r["iperf3_cpu_s_per_gb"], ".2f"))
+    console.print(t)
+    console.print(f"wrote {a.out}/allreduce.csv, .json, .png")
+
+
+if __name__ == "__main__":
+    main()
