@@ -1,6 +1,7 @@
 """A link: the sending half of one long-lived gRPC stream to one peer.
 
-The link owns the peer's :class:`SendScheduler`; :meth:`Link.frames` is the
+The link owns the peer's :class:`SendScheduler` (one of its node's
+:class:`SchedulerGroup`, so priority holds across destinations); :meth:`Link.frames` is the
 generator gRPC consumes (as a client call's request iterator, or as a server
 handler's response iterator), so gRPC's HTTP/2 flow control and the
 scheduler's byte bound together keep memory bounded on slow links. Shaping for
@@ -18,7 +19,7 @@ import time
 from concurrent.futures import Future
 from typing import Iterator, Protocol
 
-from synclab.transport.scheduler import SendScheduler
+from synclab.transport.scheduler import SchedulerGroup, SendScheduler
 from synclab.transport.shaper import LinkShaper
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb
@@ -50,9 +51,10 @@ def priority_band(priority: int) -> str:
 
 class Link:
     def __init__(self, owner: str, peer: str, *, policy: str, chunk_bytes: int, capacity_bytes: int,
-                 shaper: LinkShaper | None, meter: ByteMeter, spans: SpanLog | None = None):
+                 shaper: LinkShaper | None, meter: ByteMeter, spans: SpanLog | None = None,
+                 group: SchedulerGroup | None = None):
         self.owner, self.peer, self.meter, self.spans = owner, peer, meter, spans
-        self.scheduler = SendScheduler(owner, policy, chunk_bytes, capacity_bytes,
+        self.scheduler = SendScheduler(owner, policy, chunk_bytes, capacity_bytes, group=group,
                                        on_depth=lambda band, n: meter.set_queue_bytes(peer, priority_band(band), n))
         self.shaper = shaper or LinkShaper()
         self.abort_error: BaseException | None = None

@@ -18,6 +18,7 @@ import grpc
 
 from synclab.transport.link import KIND_NAMES, ByteMeter, Link, NullMeter
 from synclab.transport.shaper import LinkShaper
+from synclab.transport.scheduler import SchedulerGroup
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb, rpc
 from synclab.wire.channels import caller_node, make_server, open_channel
@@ -49,6 +50,7 @@ class NodeTransport:
         self.connect_timeout_s = connect_timeout_s
         self._max_streams = max_streams
         self._links: dict[str, Link] = {}
+        self._send_group = SchedulerGroup()  # every link's queue: the most urgent head goes first (P3 §4.2)
         self._channels: list[grpc.Channel] = []
         self._client_readers: list[threading.Thread] = []
         self._cv = threading.Condition()
@@ -73,7 +75,7 @@ class NodeTransport:
 
     def _new_link(self, peer: str) -> Link:
         return Link(self.name, peer, policy=self.policy, chunk_bytes=self.chunk_bytes, capacity_bytes=self.queue_bytes,
-                    shaper=self.shaper, meter=self.meter, spans=self.spans)
+                    shaper=self.shaper, meter=self.meter, spans=self.spans, group=self._send_group)
 
     def _accept_stream(self, request_iterator, context) -> Iterable[pb.Frame]:
         peer = caller_node(context) or context.peer()

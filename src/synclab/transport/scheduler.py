@@ -1,10 +1,18 @@
-"""The per-destination send scheduler: FIFO or priority, bounded by queued bytes (credit).
+"""Send scheduling: a queue per destination, one priority order per node.
 
 Messages are cut into chunks lazily, when they reach the head, so a
 higher-priority message enqueued later overtakes a lower-priority one at the
 next chunk boundary (P3 §4.2); with the FIFO policy priorities are ignored.
 ``put`` blocks while the queued bytes exceed ``capacity_bytes`` (one message is
 always admitted), so memory stays bounded when a link is slow.
+
+The queues of one node form a :class:`SchedulerGroup`: a link may hand its next
+chunk to gRPC only when no other link of the node has a more urgent message at
+its head. P3 §4.2 has a single consumer thread per worker that "continuously
+polls the highest priority slice from the queue", whatever the slice's server;
+without the group a priority-0 slice to shard A would share the node's egress
+with priority-9 slices to shard B. Equal priorities (and FIFO, where every
+priority is 0) do not wait for each other.
 """
 
 from __future__ import annotations
@@ -33,15 +41,32 @@ class _Entry:
         self.remaining = msg.nbytes
 
 
+class SchedulerGroup:
+    """The send queues of one node: one lock, and the rule that the most urgent head goes first."""
+
+    def __init__(self):
+        self.cv = threading.Condition()
+        self.members: list[SendScheduler] = []
+
+    def most_urgent(self) -> int | None:
+        """The smallest priority at the head of any member's queue (call with ``cv`` held)."""
+        heads = [m._heap[0][0] for m in self.members if m._heap]
+        return min(heads) if heads else None
+
+
 class SendScheduler:
     def __init__(self, sender: str, policy: str = "fifo", chunk_bytes: int = 1 << 20,
-                 capacity_bytes: int = 64 << 20, on_depth: Callable[[int, int], None] | None = None):
+                 capacity_bytes: int = 64 << 20, on_depth: Callable[[int, int], None] | None = None,
+                 group: SchedulerGroup | None = None):
         if policy not in POLICIES:
             raise ValueError(f"unknown send policy {policy!r}; choose one of {POLICIES}")
         self.sender, self.policy, self.chunk_bytes, self.capacity_bytes = sender, policy, chunk_bytes, capacity_bytes
         self._heap: list[tuple[int, int, _Entry]] = []
         self._seq = itertools.count()
-        self._cv = threading.Condition()
+        self._group = group or SchedulerGroup()
+        self._cv = self._group.cv
+        with self._cv:
+            self._group.members.append(self)
         self._queued_bytes = 0
         self._band_bytes: dict[int, int] = {}
         self._closed = False
@@ -71,7 +96,8 @@ class SendScheduler:
     def next_frame(self) -> pb.Frame | None:
         """Block for the next chunk to send; None once closed and drained."""
         with self._cv:
-            while not self._heap and not self._closed:
+            while not (self._heap and self._heap[0][0] <= self._group.most_urgent()) and not (
+                    self._closed and not self._heap):
                 self._cv.wait()
             if not self._heap:
                 return None
@@ -83,6 +109,8 @@ class SendScheduler:
             if entry.remaining <= 0:
                 heapq.heappop(self._heap)
                 finished = entry
+                if self._closed and not self._heap:
+                    self._leave()
             else:
                 finished = None
             self._cv.notify_all()
@@ -94,6 +122,8 @@ class SendScheduler:
         """Stop accepting messages. With ``error``, drop what is queued and fail its futures."""
         with self._cv:
             self._closed = True
+            if not self._heap or error is not None:
+                self._leave()
             if error is not None:
                 self._error = error
                 dropped, self._heap = self._heap, []
@@ -105,6 +135,11 @@ class SendScheduler:
         for _, _, e in dropped:
             if not e.future.done():
                 e.future.set_exception(QueueClosed(f"link from {self.sender} failed: {error}"))
+
+    def _leave(self) -> None:
+        """A closed, drained queue stops counting in the group (call with ``cv`` held)."""
+        if self in self._group.members:
+            self._group.members.remove(self)
 
     @property
     def queued_bytes(self) -> int:

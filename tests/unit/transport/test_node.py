@@ -116,3 +116,41 @@ def test_ring_allreduce_over_real_streams(world):
         assert torch.equal(results[r], results[0])  # bit-identical on every rank
     for n in nodes:
         n.close()
+
+
+class OrderMeter(Meter):
+    """Also records the order in which chunks left, per destination."""
+
+    def __init__(self):
+        super().__init__()
+        self.order: list[str] = []
+
+    def add_sent(self, peer, kind, n):
+        super().add_sent(peer, kind, n)
+        with self.lock:
+            self.order.append(peer)
+
+
+def test_an_urgent_message_to_one_peer_preempts_bulk_to_another():
+    """P3 §4.2 across destinations: once a priority-0 message to shard A is queued, the node's priority-9 bulk to
+    shard B stops (at most the chunk already taken goes on) until A's message is out; FIFO across links would
+    interleave them chunk by chunk."""
+    from synclab.transport.shaper import LinkShaper
+
+    meter = OrderMeter()
+    sinks = {n: NodeTransport(n, TOKEN, on_message=lambda m: None, chunk_bytes=64 << 10) for n in ("A", "B")}
+    src = NodeTransport("w", TOKEN, on_message=lambda m: None, policy="priority", chunk_bytes=64 << 10,
+                        meter=meter, shaper=LinkShaper(rate_bps=200e6))
+    try:
+        links = {n: src.connect(n, f"127.0.0.1:{s.serve('127.0.0.1', 0, peer=True)}", "peer") for n, s in sinks.items()}
+        bulk = links["B"].send(Message(MessageId(pb.COLLECTIVE, "bulk", 0, 1), torch.zeros(1 << 20), 9))  # 4 MiB
+        while meter.sent.get("B", 0) < 2 * (64 << 10):
+            threading.Event().wait(0.002)
+        links["A"].send(Message(MessageId(pb.COLLECTIVE, "urgent", 0, 1), torch.zeros(128 << 10), 0)).result(30)
+        bulk.result(60)
+    finally:
+        for n in (src, *sinks.values()):
+            n.close(0.5)
+    first, last = meter.order.index("A"), len(meter.order) - 1 - meter.order[::-1].index("A")
+    assert meter.order.count("A") == 8  # 512 KiB in 64 KiB chunks
+    assert meter.order[first:last + 1].count("B") <= 1, meter.order

@@ -3,7 +3,7 @@ import threading
 import pytest
 import torch
 
-from synclab.transport.scheduler import QueueClosed, SendScheduler
+from synclab.transport.scheduler import QueueClosed, SchedulerGroup, SendScheduler
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId
 
@@ -79,3 +79,63 @@ def test_depth_callback_reports_per_band():
 def test_unknown_policy_refused():
     with pytest.raises(ValueError, match="policy"):
         SendScheduler("w", "lifo")
+
+
+# -- one priority order per node (P3 §4.2: one consumer takes the most urgent slice, whatever its server) --------
+
+
+def consume_in_thread(s, n, log, name):
+    def run():
+        for _ in range(n):
+            log.append((name, s.next_frame().header.key))
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_less_urgent_link_waits_while_another_link_of_the_node_has_a_more_urgent_head():
+    group = SchedulerGroup()
+    to_a = SendScheduler("w", "priority", chunk_bytes=400, group=group)
+    to_b = SendScheduler("w", "priority", chunk_bytes=400, group=group)
+    to_b.put(msg("bulk", 300, priority=9))   # 3 chunks to shard B
+    to_a.put(msg("urgent", 200, priority=0))  # 2 chunks to shard A
+    log: list = []
+    b = consume_in_thread(to_b, 3, log, "b")
+    b.join(0.2)
+    assert b.is_alive() and log == []  # B's consumer is held back: A has the most urgent head
+    log += [("a", k) for k in drain(to_a, 2)]
+    b.join(5)
+    assert log == [("a", "urgent")] * 2 + [("b", "bulk")] * 3
+
+
+def test_equal_priorities_on_two_links_do_not_wait_for_each_other():
+    group = SchedulerGroup()
+    to_a, to_b = (SendScheduler("w", "priority", chunk_bytes=400, group=group) for _ in range(2))
+    to_a.put(msg("x", 200, priority=3))
+    to_b.put(msg("y", 200, priority=3))
+    assert drain(to_b, 2) == ["y", "y"] and drain(to_a, 2) == ["x", "x"]
+
+
+def test_fifo_links_of_one_node_are_independent():
+    group = SchedulerGroup()
+    to_a, to_b = (SendScheduler("w", "fifo", chunk_bytes=400, group=group) for _ in range(2))
+    to_a.put(msg("x", 100, priority=0))
+    to_b.put(msg("y", 100, priority=9))
+    assert drain(to_b, 1) == ["y"]  # FIFO ignores priority, also across links
+
+
+def test_a_failed_or_drained_link_stops_holding_the_others_back():
+    group = SchedulerGroup()
+    to_a, to_b, to_c = (SendScheduler("w", "priority", chunk_bytes=400, group=group) for _ in range(3))
+    to_a.put(msg("urgent", 100, priority=0))
+    to_c.put(msg("urgent", 100, priority=0))
+    to_b.put(msg("bulk", 100, priority=9))
+    to_a.close(ConnectionError("shard A went away"))  # dropped: its head no longer counts
+    to_c.close()                                        # closed but not drained: its head still counts
+    log: list = []
+    b = consume_in_thread(to_b, 1, log, "b")
+    b.join(0.2)
+    assert log == []
+    assert drain(to_c, 1) == ["urgent"] and to_c.next_frame() is None
+    b.join(5)
+    assert log == [("b", "bulk")] and to_a not in group.members and to_c not in group.members
