@@ -50,6 +50,7 @@ class SimResult:
     plan: dict[str, Any] | None = None
     profile_meta: dict[str, Any] = field(default_factory=dict)
     startup_s: float = DEFAULT_STARTUP_S
+    world: int = 1
 
 
 def prepare(spec: Spec) -> tuple[Spec, list[str]]:
@@ -192,7 +193,7 @@ class Simulation:
             sent, received = dict(self.cluster.bytes_sent), dict(self.cluster.bytes_received)
         rows.sort(key=lambda r: (r["iteration"], r["rank"]))
         return SimResult(self.spec, rows, self.events, self.spans, sent, received, self.net.events, wall,
-                         self.env.now - self.t_job, plan=self.plan_record, startup_s=self.cluster.startup_s,
+                         self.env.now - self.t_job, plan=self.plan_record, startup_s=self.cluster.startup_s, world=self.world,
                          profile_meta={"model": self.profile.model, "batch_size": self.profile.batch_size,
                                        "device": self.profile.device,
                                        "device_name": self.profile.meta.get("device_name"),
