@@ -176,8 +176,6 @@ class SimWorker:
         prev = None
         for it in range(1, sim.iterations + 1):
             start = env.now
-            if prev is not None:
-                self._report(prev, start)
             gate_wait = 0.0
             for layer, fwd in enumerate(sim.layer_fwd):
                 if not self._layer_open(layer, it):
@@ -204,6 +202,8 @@ class SimWorker:
                 self.strategy.on_gradient(it, i)
             self.strategy.on_backward_end(it)
             sim.span(self.rank, "compute", it, start, env.now)
+            if prev is not None:  # every gate of this forward opened: the previous iteration's sync is complete
+                self._report(prev, start)
             prev = {"iteration": it, "start": start, "compute": env.now - start - gate_wait, "first_grad": first_grad}
         computed = env.now
         while self._stale_count:  # the job's drain: every update of the last iteration lands
