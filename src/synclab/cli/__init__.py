@@ -367,6 +367,15 @@ def _register_plan_commands() -> None:
 
 _register_plan_commands()
 
+
+def _register_simulate() -> None:
+    from synclab.cli.simulate import simulate
+
+    app.command("simulate")(simulate)
+
+
+_register_simulate()
+
 dashboards_app = typer.Typer(no_args_is_help=True, help="The Grafana dashboards without Grafana: render them "
                                                          "from a live Prometheus.")
 app.add_typer(dashboards_app, name="dashboards")

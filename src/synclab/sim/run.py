@@ -1,0 +1,237 @@
+"""One simulated job: a spec in, run records out (:func:`simulate`).
+
+The spec is the one ``synclab run`` takes (:func:`synclab.config.load_spec`); the model
+profile is the one replay would use (``compute.profile``, else
+:func:`synclab.compute.profile.find_default_profile`, through
+:func:`synclab.compute.resolve.resolve_compute`), times × ``compute.scale``; the links
+are ``network.profile`` / ``network.rate``+``delay`` with per-role overrides
+(:func:`synclab.netem.profile.resolve_for_role`); the plans come from the strategies'
+own ``make_plan`` and planning functions (:mod:`synclab.sim.strategies`).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from synclab.config import Spec, SpecError, parse_spec
+from synclab.sim.network import Network
+from synclab.sim.nodes import Cluster, SimWorker, ring_allreduce
+from synclab.sim.strategies import PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard, mgwfbp_fit, model_for
+
+# The per-message start-up cost a (seconds). Source: the MG-WFBP fit of `synclab run` with strategy
+# mgwfbp (plans/mgwfbp.py fit_cost_model, plan.json) on this machine: 2 workers in network
+# namespaces, 1gbit profile (tbf), resnet50 replay x0.01: a = 1.722 ms for a 2-worker ring
+# all-reduce (R² = 0.995), which is 2(N-1) = 2 messages: a = 0.861 ms per message.
+DEFAULT_STARTUP_S = 0.000861
+EVENT_CAP = 2_000_000  # per-tensor events and spans beyond this many rows are not recorded
+
+
+class UnsupportedStrategy(SpecError):
+    """The simulator does not model this strategy (yet)."""
+
+
+@dataclass
+class SimResult:
+    spec: Spec
+    rows: list[dict]
+    events: list[tuple]
+    spans: list[tuple]
+    bytes_sent: dict[str, int]
+    bytes_received: dict[str, int]
+    sim_events: int
+    wall_s: float
+    sim_s: float
+    notes: list[str] = field(default_factory=list)
+    plan: dict[str, Any] | None = None
+    profile_meta: dict[str, Any] = field(default_factory=dict)
+    startup_s: float = DEFAULT_STARTUP_S
+    world: int = 1
+
+
+def prepare(spec: Spec) -> tuple[Spec, list[str]]:
+    """The spec with its replay profile inline (a ``real`` spec is simulated from the same profile)."""
+    from synclab.compute.resolve import resolve_compute
+
+    name = spec.strategy.name
+    if name in UNSUPPORTED:
+        raise UnsupportedStrategy(f"strategy.name: the simulator does not model {name!r} yet ({UNSUPPORTED[name]}); "
+                                  f"it models {', '.join(RING_STRATEGIES + PS_STRATEGIES)}")
+    if name not in RING_STRATEGIES + PS_STRATEGIES:
+        raise UnsupportedStrategy(f"strategy.name: the simulator does not model {name!r}")
+    notes = []
+    if spec.compute.mode != "replay":
+        data = spec.to_dict()
+        data["compute"].update(mode="replay", scale=1.0, profile=None)
+        spec = parse_spec(data)
+        notes.append("compute.mode real: simulated from the model's checked-in profile")
+    spec, more = resolve_compute(spec)
+    return spec, notes + more
+
+
+class Simulation:
+    """The shared state the node and strategy models read (see :mod:`synclab.sim.nodes`)."""
+
+    def __init__(self, spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, workers: int | None = None,
+                 record_events: bool | None = None):
+        import torch
+
+        from synclab.core import param_layout
+        from synclab.models import build_model
+        from synclab.strategies import registry
+
+        self.spec = spec
+        s = spec
+        self.name = s.strategy.name
+        cls = registry.get(self.name)
+        self.options = s.strategy.options
+        self.world = 1 if cls.single_process else (workers or s.cluster.workers)
+        self.iterations = s.run.iterations
+        self.env = simpy.Environment()
+        self.rng = random.Random(s.run.seed)
+        self.net = Network(self.env, self.rng)
+        profile = s.compute.model_profile()
+        self.profile = profile
+        with torch.device("meta"):
+            meta = build_model(s.model.name, **s.model.options)
+        infos, _, layers = param_layout(meta)
+        self.infos = infos
+        self.numels = [i.numel for i in infos]
+        self.index_of = {i.name: i.index for i in infos}
+        self.layer_of = [i.layer for i in infos]
+        self.layer_tensors: list[list[int]] = [[] for _ in layers]
+        for i in infos:
+            self.layer_tensors[i.layer].append(i.index)
+        batch_factor = s.cluster.workers if cls.single_process else 1
+        f = s.compute.scale * batch_factor
+        self.layer_fwd = [0.0] * len(layers)
+        for info, t in zip(infos, profile.tensors):
+            self.layer_fwd[info.layer] += t.forward_seconds * f
+        self.bwd = [t.backward_seconds * f for t in profile.tensors]
+        shares = profile.update_shares() or [0.0] * len(infos)
+        self.update_s = [u * s.compute.scale for u in shares]
+        self.elem_bytes = {"float32": 4, "float16": 2, "bfloat16": 2}[profile.dtype]
+        self.samples = s.model.batch_size * batch_factor
+        self.mirror = self.name in RING_STRATEGIES  # all ranks identical: rank 0 simulated, the others mirror it
+        self.record = s.run.events if record_events is None else record_events
+        self.events: list[tuple] = []
+        self.spans: list[tuple] = []
+        self.cluster = Cluster(self.net, s.network.link_profile(), startup_s=startup_s,
+                               chunk_bytes=s.transport.chunk_bytes,
+                               policies={"worker": cls.send_policy, "ps": cls.send_policy}, record_spans=False)
+        self.plan = None
+        self.parts_of: list[list] = [[] for _ in infos]
+        self.shards: list[SimShard] = []
+        if self.name in PS_STRATEGIES:
+            self.plan = cls.make_plan(infos, ps_shards=s.cluster.ps_shards, workers=self.world, seed=s.run.seed,
+                                      options=self.options)
+            for p in self.plan.partitions:
+                self.parts_of[self.index_of[p.key]].append(p)
+            self.shards = [SimShard(self, k) for k in range(s.cluster.ps_shards)]
+        n_sim = 1 if self.mirror else self.world
+        self.workers = [SimWorker(self, r) for r in range(n_sim)]
+        model = model_for(self.name)
+        for w in self.workers:
+            w.strategy = model(self, w, self.name)
+        self.cost = None
+        self.cost_fit: dict | None = None
+        self.plan_record: dict | None = None
+        self.t_job = 0.0
+        self._ring_bytes = 0
+
+    # -- recording ------------------------------------------------------------------------------------
+
+    def event(self, iteration: int, rank: int, index: int, kind: str) -> None:
+        if self.record and len(self.events) < EVENT_CAP:
+            self.events.append((iteration, rank, index, kind, self.env.now))
+
+    def span(self, rank: int, kind: str, iteration: int, start: float, end: float) -> None:
+        if self.record and len(self.spans) < EVENT_CAP:
+            self.spans.append((rank, kind, iteration, start, end))
+
+    def ring(self, numel: int, on_done, elem_bytes: int | None = None) -> None:
+        def mirror(nbytes: int) -> None:
+            self._ring_bytes += nbytes
+        ring_allreduce(self.cluster, self.world, numel, elem_bytes or self.elem_bytes, on_done, mirror)
+
+    def node_bytes(self, node: str) -> tuple[int, int]:
+        if self.mirror:
+            return self._ring_bytes, self._ring_bytes
+        return self.cluster.bytes_sent.get(node, 0), self.cluster.bytes_received.get(node, 0)
+
+    # -- running --------------------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        self.t_job = self.env.now
+        for w in self.workers:
+            self.env.process(w.run())
+
+    def run(self) -> SimResult:
+        t0 = time.perf_counter()
+        if self.name.startswith("mgwfbp") and self.world > 1:
+            mgwfbp_fit(self, self._start_workers)
+        else:
+            from synclab.plans.mgwfbp import CostModel
+
+            self.cost = CostModel(0.0, 0.0)
+            self._start_workers()
+        self.env.run()
+        wall = time.perf_counter() - t0
+        rows = [r for w in self.workers for r in w.rows]
+        if len(rows) != self.iterations * len(self.workers):
+            raise RuntimeError(f"simulation of {self.name!r} stalled: {len(rows)} iteration records of "
+                               f"{self.iterations * len(self.workers)} (a gate never opened)")
+        if self.mirror and self.world > 1:
+            rows = [{**r, "rank": k} for r in rows for k in range(self.world)]
+            nodes = {f"worker{k}": self._ring_bytes for k in range(self.world)}
+            sent, received = nodes, dict(nodes)
+        else:
+            sent, received = dict(self.cluster.bytes_sent), dict(self.cluster.bytes_received)
+        rows.sort(key=lambda r: (r["iteration"], r["rank"]))
+        return SimResult(self.spec, rows, self.events, self.spans, sent, received, self.net.events, wall,
+                         self.env.now - self.t_job, plan=self.plan_record, startup_s=self.cluster.startup_s, world=self.world,
+                         profile_meta={"model": self.profile.model, "batch_size": self.profile.batch_size,
+                                       "device": self.profile.device,
+                                       "device_name": self.profile.meta.get("device_name"),
+                                       "date": self.profile.meta.get("date")})
+
+
+def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events: bool | None = None,
+             workers: int | None = None) -> SimResult:
+    """Simulate ``spec`` (as loaded by :func:`synclab.config.load_spec`); :class:`UnsupportedStrategy` or
+    :class:`~synclab.config.SpecError` when it cannot."""
+    if startup_s < 0:
+        raise ValueError(f"startup_s must be >= 0, got {startup_s}")
+    spec, notes = prepare(spec)
+    result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers).run()
+    result.notes = notes
+    return result
+
+
+def load_for_simulation(path, overrides: list[str]) -> tuple[Spec, int | None]:
+    """:func:`~synclab.config.load_spec` of ``path`` and ``overrides``, and the simulated worker count.
+
+    ``cluster.workers`` is capped at what a launched cluster may have (ClusterSpec: 1024); the
+    simulator goes further (MG-WFBP Fig. 10/11 reach 2048), so a larger value is taken here and
+    the spec validated with the cap. Returns (spec, workers or None when the spec's count stands).
+    """
+    from synclab.config import load_spec, parse_override
+    from synclab.config.spec import ClusterSpec
+
+    cap = next(m.le for m in ClusterSpec.model_fields["workers"].metadata if hasattr(m, "le"))
+    rest, workers = [], None
+    for item in overrides:
+        key, value = parse_override(item)
+        if key == "cluster.workers" and isinstance(value, int) and not isinstance(value, bool) and value > cap:
+            if value > MAX_SIM_WORKERS:
+                raise SpecError(f"cluster.workers: the simulator takes at most {MAX_SIM_WORKERS}, got {value}")
+            workers, value = value, cap
+        rest.append((key, value))
+    return load_spec(path, rest), workers
+
+
+MAX_SIM_WORKERS = 65536

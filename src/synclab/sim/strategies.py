@@ -1,0 +1,264 @@
+"""What each strategy does with a gradient, on the simulated clock — with the strategies' own plans.
+
+Plans come from the code the real strategies call: ``Ps.make_plan``/``P3.make_plan``
+(KVStore placement, P3 slices and priorities: :mod:`synclab.plans.sharding`,
+:mod:`synclab.plans.slicing`), and for MG-WFBP :func:`synclab.plans.mgwfbp.fit_cost_model`,
+:func:`~synclab.plans.mgwfbp.algorithm1` / :func:`~synclab.plans.mgwfbp.optimal_plan` on
+t_b from :func:`synclab.compute.profile.backward_times`.
+
+Modelled: ``local`` (no communication), ``wfbp`` (MG-WFBP §2.3), ``synceasgd`` (§2.4),
+``mgwfbp`` / ``mgwfbp-opt`` (§4–5, Algorithm 2: a simulated fit of T(M) = a + b·M at setup,
+P profiling iterations as WFBP, the plan broadcast as a ring all-reduce, then merged groups),
+``ps`` (P3 §4.1: push, aggregate, update, notify, pull) and ``p3`` / ``p3-slicing`` (P3 §4.2:
+slices, priority queues at worker and server, broadcast). Not modelled yet: ``stanza``,
+``ssdsgd``, ``asgd`` (see :data:`UNSUPPORTED`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+from synclab.compute.profile import backward_times
+from synclab.plans.mgwfbp import algorithm1, fit_cost_model, fit_sizes, group_layout, optimal_plan
+
+UNSUPPORTED = {
+    "stanza": "CONV/FC worker split and recursive doubling are not modelled yet",
+    "ssdsgd": "the k-step delayed pull and the GLU local update are not modelled yet",
+    "asgd": "asynchronous pushes (no aggregation barrier) are not modelled yet",
+}
+RING_STRATEGIES = ("local", "wfbp", "synceasgd", "mgwfbp", "mgwfbp-opt")
+PS_STRATEGIES = ("ps", "p3", "p3-slicing")
+
+
+class RingModel:
+    """``wfbp`` / ``synceasgd`` / ``mgwfbp``: merge groups, each one ring all-reduce on the comm thread."""
+
+    def __init__(self, sim, worker, name: str):
+        self.sim, self.w, self.name = sim, worker, name
+        n = len(sim.numels)
+        self.groups: list[tuple[int, ...]] | None = None  # None: WFBP (one tensor per all-reduce)
+        if name == "synceasgd":  # one group: all-reduced once the last gradient (backward's end) is in
+            self.groups = [tuple(range(n - 1, -1, -1))]
+        self.profile_iterations = sim.options.profile_iterations if name.startswith("mgwfbp") else 0
+        self._samples: list[tuple[float, list[float]]] = []
+        self._use(self.groups)
+
+    def _use(self, groups) -> None:
+        self.groups = groups
+        if groups is not None:
+            self._group_of = {t: g for g, grp in enumerate(groups) for t in grp}
+            self._missing = [len(g) for g in groups]
+            self._turn = 0
+
+    def on_gradient(self, it: int, i: int) -> None:
+        self.w.comm.submit(lambda done: self._gradient(it, i, done))
+
+    def _gradient(self, it: int, i: int, done) -> None:
+        if self.groups is None:
+            self._allreduce(it, (i,), done)
+            return
+        g = self._group_of[i]
+        self._missing[g] -= 1
+        ready = []
+        while self._turn < len(self.groups) and self._missing[self._turn] == 0:
+            ready.append(self._turn)
+            self._missing[self._turn] = len(self.groups[self._turn])
+            self._turn += 1
+        if self._turn == len(self.groups):
+            self._turn = 0
+        self._chain(it, ready, done)
+
+    def _chain(self, it: int, groups: list[int], done) -> None:
+        if not groups:
+            done()
+            return
+        self._allreduce(it, self.groups[groups[0]], lambda: self._chain(it, groups[1:], done))
+
+    def _allreduce(self, it: int, tensors: tuple[int, ...], done) -> None:
+        sim = self.sim
+        for t in tensors:
+            sim.event(it, 0, t, "send_start")
+
+        def reduced() -> None:
+            for t in tensors:
+                sim.event(it, 0, t, "send_end")
+            self._updates(it, list(tensors), done)
+
+        sim.ring(sum(sim.numels[t] for t in tensors), reduced)
+
+    def _updates(self, it: int, tensors: list[int], done) -> None:
+        """The worker-side optimizer step per tensor (its share of update_seconds), then its gate opens."""
+        if not tensors:
+            done()
+            return
+        t = tensors[0]
+
+        def updated() -> None:
+            self.w.mark_fresh(t, it)
+            self._updates(it, tensors[1:], done)
+
+        start = self.sim.env.now
+        self.sim.net.after(self.sim.update_s[t], lambda: (self.sim.span(0, "update", it, start, self.sim.env.now),
+                                                          updated()))
+
+    def on_backward_end(self, it: int) -> None:
+        if self.profile_iterations and it <= self.profile_iterations:  # §5.1: rank 0's stopwatch
+            w = self.w
+            self._samples.append((w.forward_s, backward_times(w.backward_start, list(w.ready))))
+        if self.profile_iterations and it == self.profile_iterations:
+            self.w.comm.submit(self._plan)
+
+    def _plan(self, done) -> None:
+        """Algorithm 2 line 8: rank 0 plans from the medians and broadcasts m as a ring all-reduce of L floats."""
+        sim = self.sim
+        t_f = statistics.median(s[0] for s in self._samples)
+        t_b = [statistics.median(s[1][i] for s in self._samples) for i in range(len(sim.numels))]
+        sizes = [n * sim.elem_bytes for n in sim.numels]
+        choose = optimal_plan if self.name == "mgwfbp-opt" else algorithm1
+        plan = choose(t_f, t_b, sizes, sim.cost)
+        sim.plan_record = {"algorithm": choose.__name__, "a": sim.cost.a, "b": sim.cost.b, "t_f": t_f,
+                           "groups": [list(g) for g in plan.groups], "cost_fit": sim.cost_fit}
+        group_layout(plan, sim.numels)  # the layout the strategy allocates; checks the plan covers every tensor
+        sim.ring(len(sim.numels), lambda: (self._use(list(plan.groups)), done()), elem_bytes=4)
+
+
+def mgwfbp_fit(sim, then: Callable[[], None]) -> None:
+    """The ``mgwfbp`` setup on the simulated cluster: timed ring all-reduces of ``fit_sizes`` (an untimed
+    round first), per-size medians fitted by :func:`fit_cost_model` (eq. 10, Fig. 4); sizes in bytes."""
+    opts = sim.options
+    sizes = opts.fit_sizes_params or fit_sizes(sum(sim.numels))
+    plan = [(rnd, s) for rnd in range(-1, opts.fit_repeats) for s in sizes]
+    timings: list[tuple[int, float]] = []
+
+    def one(k: int) -> None:
+        if k == len(plan):
+            fit = fit_cost_model([m for m, _ in timings], [t for _, t in timings])
+            sim.cost, sim.cost_fit = fit.model, fit.as_record()
+            then()
+            return
+        rnd, s = plan[k]
+        t0 = sim.env.now
+
+        def timed() -> None:
+            if rnd >= 0:
+                timings.append((s * sim.elem_bytes, sim.env.now - t0))
+            one(k + 1)
+
+        sim.ring(s, timed)
+
+    one(0)
+
+
+class LocalModel(RingModel):
+    """``local``: one process computes the global batch and updates; no communication."""
+
+    def on_gradient(self, it: int, i: int) -> None:
+        pass
+
+    def on_backward_end(self, it: int) -> None:
+        self.w.comm.submit(lambda done: self._updates(it, list(range(len(self.sim.numels))), done))
+
+
+class PsModel:
+    """``ps`` (notify + pull) and ``p3`` (slices, priorities, broadcast): one per worker, sharing the shards."""
+
+    def __init__(self, sim, worker, name: str):
+        self.sim, self.w = sim, worker
+        self.broadcast = sim.plan.server_mode == "broadcast"
+        self._landing: dict[tuple[int, int], int] = {}
+        self._sent: dict[tuple[int, int], int] = {}
+
+    def on_gradient(self, it: int, i: int) -> None:
+        sim, node = self.sim, self.w.node
+        parts = sim.parts_of[i]
+        sim.event(it, self.w.rank, i, "send_start")
+        self._sent[(it, i)] = len(parts)
+        for p in parts:
+            sim.cluster.send(node, f"ps{p.shard}", p.length * sim.elem_bytes,
+                             lambda p=p: (self._pushed(it, i), sim.shards[p.shard].push(self.w.rank, p, it)),
+                             p.priority)
+
+    def _pushed(self, it: int, i: int) -> None:
+        left = self._sent[(it, i)] = self._sent[(it, i)] - 1
+        if left == 0:
+            del self._sent[(it, i)]
+            self.sim.event(it, self.w.rank, i, "send_end")
+
+    def on_notify(self, p, it: int) -> None:  # KVStore: a NOTIFY makes the worker pull that slice
+        self.sim.cluster.send(self.w.node, f"ps{p.shard}", 0, lambda: self.sim.shards[p.shard].pull(self.w.rank, p, it),
+                              p.priority)
+
+    def on_params(self, p, it: int) -> None:
+        i = self.sim.index_of[p.key]
+        key = (it, i)
+        left = self._landing.get(key, len(self.sim.parts_of[i])) - 1
+        if left:
+            self._landing[key] = left
+        else:
+            self._landing.pop(key, None)
+            self.w.mark_fresh(i, it)
+
+    def on_backward_end(self, it: int) -> None:
+        pass
+
+
+class SimShard:
+    """A PS shard: aggregates every worker's push of a (key, slice, iteration), then applies the update —
+    one at a time, in arrival order or by priority (``serve_order``) — and notifies or broadcasts."""
+
+    def __init__(self, sim, index: int):
+        self.sim, self.index, self.node = sim, index, f"ps{index}"
+        self._count: dict[tuple[str, int, int], int] = {}
+        self._queue: list = []
+        self._busy = False
+        self._seq = 0
+
+    def push(self, rank: int, p, it: int) -> None:
+        import heapq
+
+        key = (p.key, p.slice, it)
+        n = self._count.get(key, 0) + 1
+        if n < self.sim.world:
+            self._count[key] = n
+            return
+        self._count.pop(key, None)
+        self._seq += 1
+        order = p.priority if self.sim.plan.serve_order == "priority" else 0
+        heapq.heappush(self._queue, (order, self._seq, p, it))
+        if not self._busy:
+            self._serve()
+
+    def _serve(self) -> None:
+        import heapq
+
+        if not self._queue:
+            self._busy = False
+            return
+        self._busy = True
+        _, _, p, it = heapq.heappop(self._queue)
+        self.sim.net.after(self.sim.update_s[self.sim.index_of[p.key]] * p.length / self.sim.numels[
+            self.sim.index_of[p.key]], lambda: (self._updated(p, it), self._serve()))
+
+    def _updated(self, p, it: int) -> None:
+        sim = self.sim
+        for w in sim.workers:
+            if sim.plan.server_mode == "broadcast":
+                self.pull(w.rank, p, it)
+            else:
+                sim.cluster.send(self.node, w.node, 0, lambda w=w: w.strategy.on_notify(p, it), p.priority)
+
+    def pull(self, rank: int, p, it: int) -> None:
+        w = self.sim.workers[rank]
+        self.sim.cluster.send(self.node, w.node, p.length * self.sim.elem_bytes,
+                              lambda: w.strategy.on_params(p, it), p.priority)
+
+
+def model_for(name: str):
+    if name == "local":
+        return LocalModel
+    if name in RING_STRATEGIES:
+        return RingModel
+    if name in PS_STRATEGIES:
+        return PsModel
+    raise KeyError(name)

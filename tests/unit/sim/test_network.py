@@ -1,0 +1,91 @@
+"""The simulated network: start-up + bytes/rate, fair sharing, priority at chunk boundaries, ring time."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import simpy
+
+from synclab.netem.profile import profile_from_mapping
+from synclab.sim.network import Link, Network, Nic
+from synclab.sim.nodes import Cluster, ring_allreduce
+
+RATE = 1e9
+A = 0.001
+
+
+def _net():
+    env = simpy.Environment()
+    return env, Network(env, random.Random(0))
+
+
+def _link(net, tx, rx, policy="fifo", chunk=1 << 30):
+    return Link(net, tx, rx, policy=policy, chunk_bytes=chunk, startup_s=A, delay_s=0.0)
+
+
+def test_single_message_takes_startup_plus_bytes_over_rate():
+    env, net = _net()
+    done = []
+    _link(net, Nic("a", RATE), Nic("b", RATE)).send(1_000_000, lambda: done.append(env.now))
+    env.run()
+    assert done == [pytest.approx(A + 1_000_000 * 8 / RATE)]
+
+
+def test_two_flows_on_one_nic_share_it_fairly():
+    env, net = _net()
+    tx = Nic("a", RATE)
+    done = []
+    for dst in ("b", "c"):
+        net.start_flow(tx, Nic(dst, RATE), 1_000_000, lambda: done.append(env.now))
+    env.run()
+    alone = 1_000_000 * 8 / RATE
+    assert done == [pytest.approx(2 * alone), pytest.approx(2 * alone)]
+
+
+def test_max_min_fairness_gives_spare_capacity_to_the_unconstrained_flow():
+    env, net = _net()
+    a, c = Nic("a", RATE), Nic("c", RATE)
+    ends = {}
+    net.start_flow(a, Nic("b", RATE), 1_000_000, lambda: ends.setdefault("ab", env.now))
+    for k, src in enumerate(("a2", "d", "e")):
+        net.start_flow(a if k == 0 else Nic(src, RATE), c, 1_000_000, lambda k=k: ends.setdefault(k, env.now))
+    net.env.run(until=1e-9)
+    flows = list(a.flows.values())
+    rates = sorted(f.rate for f in flows)
+    assert rates == [pytest.approx(RATE / 3), pytest.approx(2 * RATE / 3)]  # a->c is held to 1/3 at c
+
+
+def test_priority_link_serves_higher_priority_first_at_chunk_boundaries():
+    env, net = _net()
+    link = _link(net, Nic("a", RATE), Nic("b", RATE), policy="priority", chunk=100_000)
+    order = []
+    link.send(1_000_000, lambda: order.append("low"), priority=5)
+    env.run(until=A + 0.0001)  # the low-priority message is under way
+    link.send(100_000, lambda: order.append("high"), priority=0)
+    env.run()
+    assert order == ["high", "low"]
+
+
+def test_fifo_link_keeps_order():
+    env, net = _net()
+    link = _link(net, Nic("a", RATE), Nic("b", RATE), policy="fifo", chunk=100_000)
+    order = []
+    link.send(1_000_000, lambda: order.append("first"), priority=5)
+    link.send(100_000, lambda: order.append("second"), priority=0)
+    env.run()
+    assert order == ["first", "second"]
+
+
+@pytest.mark.parametrize("world", [2, 4, 16, 2048])
+def test_ring_allreduce_time(world):
+    env, net = _net()
+    profile = profile_from_mapping({"rate": "1gbit", "direction": "both"})
+    cluster = Cluster(net, profile, startup_s=A, chunk_bytes=1 << 30, policies={}, record_spans=False)
+    numel = 4 * 1024 * 1024
+    done = []
+    ring_allreduce(cluster, world, numel, 4, lambda: done.append(env.now))
+    env.run()
+    m_bytes = numel * 4
+    expected = 2 * (world - 1) / world * m_bytes * 8 / RATE + 2 * (world - 1) * A
+    assert done[0] == pytest.approx(expected, rel=1e-3)

@@ -1,0 +1,84 @@
+"""Whole simulated jobs: determinism, ``local`` = compute time, records ``synclab report`` reads, CLI errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from synclab.cli import app
+from synclab.config import load_spec
+from synclab.report import load_run
+from synclab.sim.records import write_run
+from synclab.sim.run import simulate
+
+QUICKSTART = Path(__file__).resolve().parents[3] / "examples" / "quickstart.yaml"
+BASE = ["compute.mode=replay", "run.iterations=4", "run.warmup=1", "compute.scale=0.01"]
+
+
+def _spec(*overrides):
+    return load_spec(QUICKSTART, [*BASE, *overrides])
+
+
+@pytest.mark.parametrize("strategy", ["ps", "p3", "wfbp", "mgwfbp"])
+def test_same_seed_same_records(strategy):
+    extra = ["network.rate=null", "network.profile={rate: 1gbit, delay: 1ms, jitter: 0.5ms, direction: both}",
+             f"strategy.name={strategy}"]
+    if strategy == "mgwfbp":
+        extra.append("strategy.profile_iterations=2")
+    a, b = simulate(_spec(*extra)), simulate(_spec(*extra))
+    assert repr(a.rows) == repr(b.rows) and a.events == b.events and a.sim_events == b.sim_events
+
+
+def test_local_iteration_is_the_profiled_compute():
+    r = simulate(_spec("strategy.name=local", "cluster.workers=2"))
+    p = r.spec.compute.model_profile()
+    compute = (p.forward_seconds + p.backward_seconds) * 2 * 0.01  # the global batch of 2 workers
+    update = (p.update_seconds or 0.0) * 0.01
+    for row in r.rows[:-1]:  # the last iteration ends where its compute does
+        assert row["compute_s"] == pytest.approx(compute, rel=1e-6)
+        assert row["iteration_s"] == pytest.approx(compute + max(0.0, update - p.tensors[-1].forward_seconds * 0),
+                                                   rel=0.2)
+        assert row["iteration_s"] >= compute
+
+
+def test_records_are_readable_by_report(tmp_path):
+    r = simulate(_spec("strategy.name=ps"))
+    summary = write_run(r, tmp_path)
+    run = load_run(tmp_path)
+    assert run.summary["simulated"] is True and summary["events_per_second"] > 0
+    assert len(run.iterations) == 4 * 2
+    assert run.summary["iteration_seconds"]["mean"] > 0
+    from synclab.report import write_report
+
+    assert any(p.name == "timeline.png" for p in write_report(tmp_path))
+
+
+def test_cli_json_and_unsupported_strategy(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["simulate", str(QUICKSTART), "--out", str(tmp_path / "r"), "--json",
+                              *[x for o in [*BASE, "strategy.name=wfbp"] for x in ("--set", o)]])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["simulated"] is True
+    res = runner.invoke(app, ["simulate", str(QUICKSTART), "--out", str(tmp_path / "s"),
+                              "--set", "strategy.name=asgd"])
+    assert res.exit_code == 2
+    assert "asgd" in res.output and "does not model" in res.output
+
+
+def test_cli_bad_spec(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["simulate", str(QUICKSTART), "--set", "cluster.wrokers=3"])
+    assert res.exit_code == 2 and "cluster.wrokers" in res.output
+    res = runner.invoke(app, ["simulate", str(tmp_path / "missing.yaml")])
+    assert res.exit_code == 2 and "does not exist" in res.output
+
+
+def test_sweep_writes_csv_and_png(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["simulate", str(QUICKSTART), "--out", str(tmp_path), "--sweep", "cluster.workers=2,4",
+                              *[x for o in [*BASE, "strategy.name=wfbp"] for x in ("--set", o)]])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "sweep.csv").read_text().count("\n") == 3 and (tmp_path / "sweep.png").is_file()
