@@ -1,84 +1,172 @@
-"""P3's preemption across destinations (issue 12 item 4), in one process over real gRPC on loopback.
+"""P3's preemption: how long an urgent message waits behind bulk traffic (issue 12 items 4 and 5).
 
-A node sends a large low-priority message (priority 9) and, a moment later, a small urgent one (priority 0), with
-the app backend's token bucket shaping the node's egress. ``same``: both go to one peer; ``split``: the large one
-to peer B, the urgent one to peer A. P3 §4.2 has one consumer thread per worker take "the highest priority slice
-from the queue" whatever its destination, so the urgent message should finish as soon in ``split`` as in ``same``:
-after the chunk on the wire and its own transmission time.
+A node sends a large low-priority message (priority 9) and, once it is on the wire, a small urgent one
+(priority 0). ``one peer``: both go to peer A; ``two peers``: the bulk to peer B, the urgent one to A. P3 §4.2 has
+one consumer thread per worker take "the highest priority slice from the queue" whatever its destination, so the
+urgent message should be done as soon with two peers as with one: after what is already committed to the wire
+and its own transmission time. The figure is the time from queueing the urgent message to its last byte arriving,
+beside its own transmission time at the rate.
 
-    python experiments/priority_preemption.py [--rate 80mbit] [--big-mb 4] [--urgent-kb 200] [--chunk-kb 1024]
-        [--repeats 3]
+``--isolation none``: one process, loopback, the app backend's token bucket shapes the sender (the transport's
+priority order alone). ``--isolation netns``: sender and peers in network namespaces, the sender's egress shaped
+by the kernel (tbf/htb); then bytes the transport already wrote into the socket are first in, first out, and the
+socket buffer and qdisc queue delay the urgent message. ``--notsent-lowat BYTES`` sets the namespaces'
+``net.ipv4.tcp_notsent_lowat`` (how many unsent bytes a socket may hold; the kernel default is unbounded).
 
-Prints, per case, the time from the urgent message being queued to its last byte arriving (median of
-``--repeats``) beside its own transmission time at the rate.
+    python experiments/priority_preemption.py [--isolation none|netns] [--rate 80mbit] [--big-mb 8]
+        [--urgent-kb 1000] [--chunk-kb 64] [--repeats 3] [--notsent-lowat BYTES]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import threading
 import time
-
-import torch
-
-from synclab.config.units import parse_rate_bps
-from synclab.transport.node import NodeTransport
-from synclab.transport.shaper import LinkShaper
-from synclab.wire import pb
-from synclab.wire.frames import Message, MessageId
 
 TOKEN = "preemption"
 
 
-def urgent_latency(split: bool, rate_bps: float, big_bytes: int, urgent_bytes: int, chunk_bytes: int) -> float:
-    """Seconds from queueing the urgent message to its arrival at peer A."""
+def _sink(name: str, chunk_bytes: int) -> None:
+    """A peer: serve, print the port, then print the arrival time (CLOCK_MONOTONIC) of the urgent message."""
+    from synclab.transport.node import NodeTransport
+
     arrived = threading.Event()
-    arrival: dict[str, float] = {}
 
-    def on_a(msg):
+    def on_message(msg):
         if msg.mid.key == "urgent":
-            arrival["t"] = time.perf_counter()
+            print(json.dumps({"urgent_arrived": time.monotonic()}), flush=True)
             arrived.set()
+        elif msg.mid.key == "big":
+            print(json.dumps({"big_arrived": time.monotonic()}), flush=True)
 
-    a = NodeTransport("a", TOKEN, on_message=on_a, chunk_bytes=chunk_bytes)
-    b = NodeTransport("b", TOKEN, on_message=lambda m: None, chunk_bytes=chunk_bytes)
+    node = NodeTransport(name, TOKEN, on_message=on_message, chunk_bytes=chunk_bytes)
+    print(json.dumps({"port": node.serve("0.0.0.0", 0, peer=True)}), flush=True)
+    sys.stdin.readline()  # the driver closes stdin when the case is over
+    node.close(0.5)
+
+
+def _send(links: dict, split: bool, rate_bps: float, big_bytes: int, urgent_bytes: int, chunk_bytes: int) -> float:
+    """Queue the bulk, wait until it is on the wire, queue the urgent message; returns when it was queued."""
+    import torch
+
+    from synclab.wire import pb
+    from synclab.wire.frames import Message, MessageId
+
+    to_a = links["a"]
+    to_b = links["b"] if split else to_a
+    to_b.send(Message(MessageId(pb.COLLECTIVE, "big", 0, 1), torch.zeros(big_bytes // 4), 9))
+    time.sleep(max(0.05, chunk_bytes * 8 / rate_bps * 3))  # the bulk is flowing
+    queued = time.monotonic()
+    to_a.send(Message(MessageId(pb.COLLECTIVE, "urgent", 0, 1), torch.zeros(urgent_bytes // 4), 0))
+    return queued
+
+
+def _source(addresses: dict[str, str], split: bool, rate_bps: float, app_shaping: bool, big_bytes: int,
+            urgent_bytes: int, chunk_bytes: int) -> None:
+    from synclab.transport.node import NodeTransport
+    from synclab.transport.shaper import LinkShaper
+
     src = NodeTransport("src", TOKEN, on_message=lambda m: None, policy="priority", chunk_bytes=chunk_bytes,
-                        shaper=LinkShaper(rate_bps=rate_bps))
+                        shaper=LinkShaper(rate_bps=rate_bps) if app_shaping else None)
+    links = {n: src.connect(n, addr, "peer") for n, addr in addresses.items()}
+    queued = _send(links, split, rate_bps, big_bytes, urgent_bytes, chunk_bytes)
+    print(json.dumps({"urgent_queued": queued}), flush=True)
+    sys.stdin.readline()
+    src.close(0.5)
+
+
+def one_case(prefixes: dict[str, list[str]], addresses: dict[str, str], split: bool, a) -> float:
+    """Run sinks and the source as processes (behind namespace prefixes or none); the urgent message's latency."""
+    py = [sys.executable, __file__]
+    common = ["--chunk-kb", str(a.chunk_kb)]
+    sinks = {n: subprocess.Popen([*prefixes[n], *py, "sink", n, *common], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True) for n in ("a", "b")}
+    procs = list(sinks.values())
     try:
-        to_a = src.connect("a", f"127.0.0.1:{a.serve('127.0.0.1', 0, peer=True)}", "peer")
-        to_b = src.connect("b", f"127.0.0.1:{b.serve('127.0.0.1', 0, peer=True)}", "peer") if split else to_a
-        big = to_b.send(Message(MessageId(pb.COLLECTIVE, "big", 0, 1), torch.zeros(big_bytes // 4), 9))
-        time.sleep(chunk_bytes * 8 / rate_bps * 1.5)  # the big message is on the wire
-        queued = time.perf_counter()
-        to_a.send(Message(MessageId(pb.COLLECTIVE, "urgent", 0, 1), torch.zeros(urgent_bytes // 4), 0))
-        if not arrived.wait(60):
-            raise RuntimeError("the urgent message never arrived")
-        big.result(60)
-        return arrival["t"] - queued
+        ports = {n: json.loads(p.stdout.readline())["port"] for n, p in sinks.items()}
+        targets = ",".join(f"{n}={addresses[n]}:{ports[n]}" for n in ("a", "b"))
+        src = subprocess.Popen([*prefixes["src"], *py, "source", targets, "--rate", a.rate, "--big-mb", str(a.big_mb),
+                                "--urgent-kb", str(a.urgent_kb), *common, *(["--split"] if split else []),
+                                *(["--app-shaping"] if a.isolation == "none" else [])],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(src)
+        queued = json.loads(src.stdout.readline())["urgent_queued"]
+        arrived = None
+        big_sink = sinks["b"] if split else sinks["a"]
+        for line in sinks["a"].stdout:
+            rec = json.loads(line)
+            if "urgent_arrived" in rec:
+                arrived = rec["urgent_arrived"]
+                break
+        for line in big_sink.stdout:  # let the bulk finish before the next case
+            if "big_arrived" in line:
+                break
+        return arrived - queued
     finally:
-        for n in (src, a, b):
-            n.close(0.5)
+        for p in procs:
+            if p.poll() is None:
+                p.stdin.close()
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("role", nargs="?", choices=("sink", "source"), help=argparse.SUPPRESS)
+    ap.add_argument("arg", nargs="?", help=argparse.SUPPRESS)
+    ap.add_argument("--isolation", choices=("none", "netns"), default="none")
     ap.add_argument("--rate", default="80mbit")
-    ap.add_argument("--big-mb", type=float, default=4.0)
-    ap.add_argument("--urgent-kb", type=float, default=200.0)
-    ap.add_argument("--chunk-kb", type=int, default=1024)
+    ap.add_argument("--big-mb", type=float, default=8.0)
+    ap.add_argument("--urgent-kb", type=float, default=1000.0)
+    ap.add_argument("--chunk-kb", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--notsent-lowat", type=int, default=None)
+    ap.add_argument("--split", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--app-shaping", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+
+    from synclab.config.units import parse_rate_bps
+
     rate = parse_rate_bps(a.rate)
-    big, urgent, chunk = int(a.big_mb * 1e6), int(a.urgent_kb * 1e3), a.chunk_kb << 10
+    chunk, big, urgent = a.chunk_kb << 10, int(a.big_mb * 1e6), int(a.urgent_kb * 1e3)
+    if a.role == "sink":
+        _sink(a.arg, chunk)
+        return
+    if a.role == "source":
+        addresses = dict(item.split("=", 1) for item in a.arg.split(","))
+        _source(addresses, a.split, rate, a.app_shaping, big, urgent, chunk)
+        return
+
     own = urgent * 8 / rate
-    print(f"{a.rate}: urgent {urgent / 1e3:.0f} kB (alone {own * 1e3:.0f} ms) queued behind {big / 1e6:.1f} MB "
-          f"of priority 9, chunks of {chunk >> 10} KiB ({chunk * 8 / rate * 1e3:.0f} ms each)")
-    for split in (False, True):
-        times = [urgent_latency(split, rate, big, urgent, chunk) for _ in range(a.repeats)]
-        med = statistics.median(times)
-        print(f"  {'two peers' if split else 'one peer '}: urgent done after {med * 1e3:6.1f} ms "
-              f"(= {med / own:.2f}x its own time; runs {', '.join(f'{t * 1e3:.0f}' for t in times)} ms)")
+    print(f"{a.rate} ({a.isolation}): urgent {urgent / 1e3:.0f} kB (alone {own * 1e3:.1f} ms) queued behind "
+          f"{big / 1e6:.1f} MB of priority 9, chunks of {a.chunk_kb} KiB ({chunk * 8 / rate * 1e3:.1f} ms each)"
+          + (f", tcp_notsent_lowat {a.notsent_lowat} B" if a.notsent_lowat is not None else ""))
+
+    def report(prefixes, addresses):
+        for split in (False, True):
+            times = [one_case(prefixes, addresses, split, a) for _ in range(a.repeats)]
+            med = statistics.median(times)
+            print(f"  {'two peers' if split else 'one peer '}: urgent done after {med * 1e3:7.1f} ms "
+                  f"(= {med / own:5.2f}x its own time; runs {', '.join(f'{t * 1e3:.0f}' for t in times)} ms)")
+
+    if a.isolation == "none":
+        report({n: [] for n in ("src", "a", "b")}, {"a": "127.0.0.1", "b": "127.0.0.1"})
+        return
+    from synclab.netem.netns import NetnsCluster, Topology
+    from synclab.netem.profile import LinkProfile
+
+    shaped = LinkProfile(name=a.rate, rate=a.rate)
+    with NetnsCluster(Topology.star(["src", "a", "b"], profiles={"src": shaped}),
+                      notsent_lowat=a.notsent_lowat) as c:
+        print(f"  sender's egress: {c.applied['src'].backend}")
+        report({n: c.exec_prefix(n) for n in ("src", "a", "b")}, {n: c.address(n) for n in ("a", "b")})
 
 
 if __name__ == "__main__":

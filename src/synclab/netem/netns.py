@@ -214,7 +214,9 @@ class NetnsCluster:
     ``prefer`` steer :func:`tc.choose_backend` for every node, e.g.
     ``available=frozenset({"htb", "ifb"})`` to force htb or to simulate a kernel
     without netem; ``offloads="off"`` switches TSO/GSO/GRO off on
-    each shaped ``eth0``.
+    each shaped ``eth0``; ``notsent_lowat`` sets ``net.ipv4.tcp_notsent_lowat`` in
+    every namespace, so a socket holds at most that many unsent bytes and a priority
+    decision of the transport is not undone by megabytes already written (P3 §4.2).
     """
 
     topology: Topology
@@ -223,6 +225,7 @@ class NetnsCluster:
     offloads: Literal["off", "keep"] = "keep"
     available: frozenset[str] | None = None
     prefer: tuple[str, ...] | None = None  # None: tc.rate_backend_order of each profile
+    notsent_lowat: int | None = None  # net.ipv4.tcp_notsent_lowat in every namespace (None: the kernel's default)
     created: list[tuple[str, str]] = field(default_factory=list)
     applied: dict[str, Applied] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -267,6 +270,10 @@ class NetnsCluster:
             if step.created and step.created[0] == "netns":
                 self._write_etc(step.created[1])
         self._allow_forwarding()
+        if self.notsent_lowat is not None:
+            for n in topo.nodes:  # per-namespace sysctl: bounds the unsent bytes a socket may hold
+                self.runner(["sysctl", "-q", "-w", f"net.ipv4.tcp_notsent_lowat={int(self.notsent_lowat)}"],
+                            topo.netns(n.name))
         for n in topo.nodes:
             if n.profile is not None:
                 self.shape(n.name, n.profile)
