@@ -13,6 +13,7 @@ from synclab.metrics import NodeMetrics, TrafficSampler, serve
 from synclab.roles.client import CoordinatorClient
 from synclab.transport.shaper import LinkShaper
 from synclab.wire import pb
+from synclab.wire.frames import MessageLimits
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,13 @@ def join(role: str, index: int, coordinator: str, token: str, *, host: str, adve
     sampler = TrafficSampler(metrics, run_dir / f"traffic-{reply.node.name}.csv").start()
     log.info("%s registered; data plane :%d, metrics :%d", reply.node.name, port, metrics_port)
     return Joined(client, reply.node, spec, run_dir, port, metrics, sampler)
+
+
+def message_limits(cls, plan, params, spec, element_bytes: int = 4) -> MessageLimits:
+    """What one peer may make this node hold: the strategy's largest message plus margin (wire.frames)."""
+    largest = cls.max_payload_bytes(plan, params, batch_size=spec.model.batch_size, options=spec.strategy.options,
+                                    element_bytes=element_bytes)
+    return MessageLimits.for_payload(largest, spec.transport.queue_bytes)
 
 
 def shaper_for(spec: Spec, role: str) -> LinkShaper:
