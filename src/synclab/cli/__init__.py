@@ -217,6 +217,20 @@ def shape(profile: str = typer.Option(..., "--profile", help="Profile name or YA
     console.print(reply.message)
 
 
+@app.command("compose-env")
+def compose_env(env_file: Path = typer.Option(Path(".env"), "--env-file", help="File docker compose reads."),
+                template: Path = typer.Option(Path(".env.example"), "--template", help="Non-secret settings."),
+                force: bool = typer.Option(False, "--force", help="Replace existing secrets.")):
+    """Write .env for `docker compose`: .env.example plus a random SYNCLAB_TOKEN and Grafana admin password."""
+    from synclab.cli.compose_env import write_compose_env
+
+    try:
+        made = write_compose_env(env_file, template, force=force)
+    except FileNotFoundError as e:
+        _fail(str(e))
+    console.print(f"{env_file}: generated {', '.join(made)}" if made else f"{env_file}: secrets already set")
+
+
 @app.command()
 def profiles(names: list[str] = typer.Argument(None, help="Profile names or YAML paths (default: all)."),
              profiles_dir: Optional[list[Path]] = typer.Option(None, "--profiles-dir",
