@@ -1,5 +1,5 @@
 # SyncLab quick start:  `make run`  runs the example experiment;  `make test`  runs the whole test suite.
-.PHONY: venv system-deps run test protos clean-runs
+.PHONY: venv system-deps run test protos clean-runs compose-env
 
 venv:
 	@scripts/bootstrap.sh
@@ -12,6 +12,10 @@ run: venv
 
 test: system-deps venv
 	.venv/bin/pytest
+
+# .env for docker compose: .env.example plus a random job token and Grafana password (kept if present).
+compose-env: venv
+	.venv/bin/synclab compose-env
 
 protos: venv
 	.venv/bin/python -m synclab.wire.codegen

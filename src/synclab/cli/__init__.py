@@ -178,7 +178,11 @@ def shape(profile: str = typer.Option(..., "--profile", help="Profile name or YA
           run_dir: Optional[Path] = typer.Option(None, "--run", help="Run directory of a local job (has control.json)."),
           coordinator_addr: Optional[str] = typer.Option(None, "--coordinator", envvar="SYNCLAB_COORDINATOR"),
           token: Optional[str] = typer.Option(None, "--token", envvar="SYNCLAB_TOKEN")):
-    """Change the links of a running job (through its coordinator), e.g. `synclab shape --profile 4gbit`."""
+    """Change the links of a running job (through its coordinator), e.g. `synclab shape --profile 4gbit`.
+
+    Exits 0 once every targeted node applied the profile, 1 when one failed (or did not answer), 2 when the
+    running backend cannot make the change (delay, jitter or loss without netem): then nothing was applied.
+    """
     import json as _json
 
     from synclab.netem.profile import ProfileError, load_profile
@@ -205,12 +209,26 @@ def shape(profile: str = typer.Option(..., "--profile", help="Profile name or YA
     try:
         reply = stub.Control(pb.ControlCommand(kind="shape", target=node or role or "",
                                                args_json=_json.dumps({"profile": p.model_dump(mode="json")})),
-                             timeout=10)
+                             timeout=120)  # the coordinator answers once the nodes applied it (or gave up)
     except grpc.RpcError as e:
         _fail(f"could not reach the coordinator at {coordinator_addr}: {e.details()}", 1)
     if not reply.accepted:
-        _fail(reply.message, 1)
+        _fail(reply.message, 2 if reply.unsupported else 1)
     console.print(reply.message)
+
+
+@app.command("compose-env")
+def compose_env(env_file: Path = typer.Option(Path(".env"), "--env-file", help="File docker compose reads."),
+                template: Path = typer.Option(Path(".env.example"), "--template", help="Non-secret settings."),
+                force: bool = typer.Option(False, "--force", help="Replace existing secrets.")):
+    """Write .env for `docker compose`: .env.example plus a random SYNCLAB_TOKEN and Grafana admin password."""
+    from synclab.cli.compose_env import write_compose_env
+
+    try:
+        made = write_compose_env(env_file, template, force=force)
+    except FileNotFoundError as e:
+        _fail(str(e))
+    console.print(f"{env_file}: generated {', '.join(made)}" if made else f"{env_file}: secrets already set")
 
 
 @app.command()

@@ -13,6 +13,7 @@ from synclab.metrics import NodeMetrics, TrafficSampler, serve
 from synclab.roles.client import CoordinatorClient
 from synclab.transport.shaper import LinkShaper
 from synclab.wire import pb
+from synclab.wire.frames import MessageLimits
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,13 @@ def join(role: str, index: int, coordinator: str, token: str, *, host: str, adve
     return Joined(client, reply.node, spec, run_dir, port, metrics, sampler)
 
 
+def message_limits(cls, plan, params, spec, element_bytes: int = 4) -> MessageLimits:
+    """What one peer may make this node hold: the strategy's largest message plus margin (wire.frames)."""
+    largest = cls.max_payload_bytes(plan, params, batch_size=spec.model.batch_size, options=spec.strategy.options,
+                                    element_bytes=element_bytes)
+    return MessageLimits.for_payload(largest, spec.transport.queue_bytes)
+
+
 def shaper_for(spec: Spec, role: str) -> LinkShaper:
     """What the transport emulates itself (``network.app_shaping``): egress rate, delay, jitter."""
     from synclab.roles.network import node_profile
@@ -87,29 +95,36 @@ def reshaper(spec: Spec, role: str, node: str, shaper: LinkShaper, metrics: Node
     from synclab.netem.profile import dilate, profile_from_mapping, resolve_for_role
 
     def handle(cmd) -> None:
+        """Apply a reshape; raises when it cannot (the heartbeat reports that, and the command fails)."""
         if cmd.kind != "shape":
-            return
-        try:
-            profile = resolve_for_role(dilate(profile_from_mapping(json.loads(cmd.args_json)["profile"]),
-                                              spec.run.dilation), role)
-            if spec.network.backend in ("netem", "htb", "tbf"):
-                from synclab.netem import tc
-                from synclab.netem.netns import NODE_IFB
+            raise ValueError(f"unknown command {cmd.kind!r}")
+        profile = resolve_for_role(dilate(profile_from_mapping(json.loads(cmd.args_json)["profile"]),
+                                          spec.run.dilation), role)
+        # What nobody here would apply (the coordinator refuses these up front when it knows the backend).
+        unmet = [w for w in ("delay", "jitter") if getattr(profile, f"{w}_s") != getattr(shaper, f"{w}_s")]
+        unmet += ["loss"] if profile.loss_pct else []
+        if spec.network.backend in ("netem", "htb", "tbf"):
+            from synclab.netem import tc
+            from synclab.netem.netns import NODE_IFB
 
-                ifb = NODE_IFB if spec.network.isolation == "netns" else None
-                # The backend that shaped this link at start is known to work here; probing again would
-                # need a throwaway namespace, which a container cannot create.
-                applied = tc.apply(spec.network.interface, profile, ifb_dev=ifb, privileged=True,
-                                   available=frozenset({spec.network.backend, "ifb"}))
-                if "rate" in applied.left_to_app:
-                    shaper.set_rate(profile.rate_bps)
-                log.info("%s reshaped %s: %s via %s", node, spec.network.interface, profile.name, applied.backend)
-            else:
+            ifb = NODE_IFB if spec.network.isolation == "netns" else None
+            # The backend that shaped this link at start is known to work here; probing again would
+            # need a throwaway namespace, which a container cannot create.
+            if spec.network.backend != "netem" and unmet:
+                raise RuntimeError(f"{node}: backend {spec.network.backend} cannot change {', '.join(unmet)} at run "
+                                   f"time; nothing applied")
+            applied = tc.apply(spec.network.interface, profile, ifb_dev=ifb, privileged=True,
+                               available=frozenset({spec.network.backend, "ifb"}))
+            if "rate" in applied.left_to_app:
                 shaper.set_rate(profile.rate_bps)
-                log.info("%s reshaped its transport token bucket: %s", node, profile.name)
-            for direction, on in (("egress", profile.shapes_egress), ("ingress", profile.shapes_ingress)):
-                metrics.set_link_rate(direction, profile.rate_bps if (on and profile.rate_bps) else 0)
-        except Exception:  # a failed reshape must be visible but must not kill training
-            log.exception("%s: reshape failed", node)
+            log.info("%s reshaped %s: %s via %s", node, spec.network.interface, profile.name, applied.backend)
+        else:
+            if unmet:
+                raise RuntimeError(f"{node}: backend {spec.network.backend} (the transport's token bucket) cannot "
+                                   f"change {', '.join(unmet)} at run time; nothing applied")
+            shaper.set_rate(profile.rate_bps)
+            log.info("%s reshaped its transport token bucket: %s", node, profile.name)
+        for direction, on in (("egress", profile.shapes_egress), ("ingress", profile.shapes_ingress)):
+            metrics.set_link_rate(direction, profile.rate_bps if (on and profile.rate_bps) else 0)
 
     return handle

@@ -98,11 +98,14 @@ class CoordinatorClient:
                         iteration: Callable[[], int] = lambda: -1) -> None:
         def beat():
             misses = 0
+            results: list[pb.CommandResult] = []  # outcomes of commands run, reported on the next beat
             while not self._hb_stop.wait(interval_s):
                 try:
-                    reply = self.stub.Heartbeat(pb.HeartbeatRequest(node=self.node, iteration=iteration()),
+                    reply = self.stub.Heartbeat(pb.HeartbeatRequest(node=self.node, iteration=iteration(),
+                                                                    results=results),
                                                 timeout=max(5.0, interval_s * 5))
                     misses = 0
+                    results = []
                 except grpc.RpcError as e:
                     misses += 1
                     if misses >= 5:
@@ -110,8 +113,15 @@ class CoordinatorClient:
                         return
                     continue
                 for cmd in reply.commands:
-                    if on_command is not None:
+                    if on_command is None:
+                        results.append(pb.CommandResult(id=cmd.id, ok=False, message="this node takes no commands"))
+                        continue
+                    try:
                         on_command(cmd)
+                        results.append(pb.CommandResult(id=cmd.id, ok=True))
+                    except Exception as e:  # the command fails, visibly; training goes on
+                        log.exception("%s: %s command failed", self.node, cmd.kind)
+                        results.append(pb.CommandResult(id=cmd.id, ok=False, message=f"{type(e).__name__}: {e}"))
                 if reply.stop:
                     on_stop(reply.reason or "stopped by the coordinator")
                     return

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import grpc
@@ -48,6 +49,9 @@ class JobState:
     reports: list[pb.IterationReport] = field(default_factory=list)
     done: dict[str, pb.DoneRequest] = field(default_factory=dict)
     commands: dict[str, list[pb.ControlCommand]] = field(default_factory=dict)
+    command_results: dict[str, dict[str, pb.CommandResult]] = field(default_factory=dict)  # id -> node -> result
+    profile: Any = None        # the LinkProfile the links have now (the spec's, then the last reshape's)
+    heartbeat_s: float = 1.0
     state: str = "registering"
     failure: str = ""
     started_at: float = field(default_factory=time.time)
@@ -151,6 +155,11 @@ class CoordinatorService(rpc.CoordinatorServicer):
     def Heartbeat(self, request, context):
         with self.cv:
             self.job.heartbeats[request.node] = time.monotonic()
+            for r in request.results:
+                if r.id in self.job.command_results:
+                    self.job.command_results[r.id][request.node] = r
+            if request.results:
+                self.cv.notify_all()
             cmds = self.job.commands.pop(request.node, [])
         stop = self.job.state == "failed"
         return pb.HeartbeatReply(stop=stop, reason=self.job.failure if stop else "", commands=cmds)
@@ -177,14 +186,24 @@ class CoordinatorService(rpc.CoordinatorServicer):
         return pb.ControlReply(accepted=False, message=f"unknown control command {request.kind!r}")
 
     def _shape(self, request: pb.ControlCommand) -> pb.ControlReply:
-        """Queue a reshape for the targeted nodes; each applies it on its next heartbeat. The coordinator's
-        own link (when it has one) is reshaped at once, for every target but a role or another node."""
-        from synclab.netem.profile import ProfileError, profile_from_mapping
+        """Reshape the targeted nodes and answer once they all applied it (or one failed, or time ran out).
+
+        A change the running backend cannot make is refused up front (``unsupported``), nothing queued.
+        Each node applies the command on its next heartbeat and reports the outcome on the one after; the
+        coordinator's own link (when it has one) is reshaped at once, for every target but a role or
+        another node.
+        """
+        from synclab.netem.profile import ProfileError, profile_from_mapping, reshape_refusal
 
         try:
             profile = profile_from_mapping(json.loads(request.args_json).get("profile"), source="shape")
         except (ProfileError, ValueError, AttributeError) as e:
             return pb.ControlReply(accepted=False, message=f"invalid profile: {e}")
+        refusal = reshape_refusal(self.job.network_backend, self.job.profile, profile)
+        if refusal is not None:
+            return pb.ControlReply(accepted=False, unsupported=True, message=refusal)
+        cmd = pb.ControlCommand(kind=request.kind, target=request.target, args_json=request.args_json,
+                                id=uuid.uuid4().hex[:12])
         with self.cv:
             if self.job.state != "running":
                 return pb.ControlReply(accepted=False, message=f"the job is {self.job.state}, not running")
@@ -194,18 +213,42 @@ class CoordinatorService(rpc.CoordinatorServicer):
             if not nodes and not own:
                 return pb.ControlReply(accepted=False, message=f"no node or role named {request.target!r}; nodes: "
                                                                f"{', '.join(sorted(self.job.nodes))}")
+            results = self.job.command_results[cmd.id] = {}
             for n in nodes:
-                self.job.commands.setdefault(n.name, []).append(request)
-            with (self.job.run_dir / "network-changes.csv").open("a") as f:
-                if f.tell() == 0:
-                    f.write("wall_time,target,profile,rate_bps,nodes\n")
-                names = sorted(n.name for n in nodes) + (["coordinator"] if own else [])
-                f.write(f"{time.time():.3f},{request.target or 'all'},{profile.name},{profile.rate_bps or ''},"
-                        f"{' '.join(names)}\n")
+                self.job.commands.setdefault(n.name, []).append(cmd)
+            names = sorted(n.name for n in nodes) + (["coordinator"] if own else [])
+        failures = []
         if own:
-            self.reshape_own_link(request)
-        return pb.ControlReply(accepted=True, message=f"reshaping {', '.join(names)} "
-                                                      f"to {profile.name or 'inline'} within a heartbeat")
+            try:
+                self.reshape_own_link(cmd)
+            except Exception as e:
+                log.exception("coordinator: reshape of its own link failed")
+                failures.append(f"coordinator: {e}")
+        wait_s = max(10.0, 10 * self.job.heartbeat_s)
+        with self.cv:
+            self.cv.wait_for(lambda: len(results) == len(nodes), timeout=wait_s)
+            del self.job.command_results[cmd.id]
+            for n in nodes:  # a node that never took it must not apply it later
+                queued = self.job.commands.get(n.name, [])
+                if cmd in queued:
+                    queued.remove(cmd)
+        failures += [f"{name}: {r.message}" for name, r in sorted(results.items()) if not r.ok]
+        silent = sorted(n.name for n in nodes if n.name not in results)
+        failures += [f"{name}: no answer within {wait_s:g} s" for name in silent]
+        applied = sorted(name for name, r in results.items() if r.ok) + (["coordinator"] if own and not any(
+            f.startswith("coordinator:") for f in failures) else [])
+        with self.cv, (self.job.run_dir / "network-changes.csv").open("a") as f:
+            if f.tell() == 0:
+                f.write("wall_time,target,profile,rate_bps,nodes,failed\n")
+            f.write(f"{time.time():.3f},{request.target or 'all'},{profile.name},{profile.rate_bps or ''},"
+                    f"{' '.join(applied)},{' '.join(sorted(set(names) - set(applied)))}\n")
+            if not failures and request.target == "":
+                self.job.profile = profile
+        if failures:
+            return pb.ControlReply(accepted=False, message=f"reshape to {profile.name or 'inline'} failed on "
+                                                           f"{len(failures)} of {len(names)} node(s): "
+                                                           + "; ".join(failures))
+        return pb.ControlReply(accepted=True, message=f"reshaped {', '.join(names)} to {profile.name or 'inline'}")
 
     def Status(self, request, context):
         with self.cv:
@@ -355,7 +398,8 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
     run_dir.mkdir(parents=True, exist_ok=True)
     job = JobState(spec=spec, run_dir=run_dir, job_id=job_id or uuid.uuid4().hex[:12],
                    network_backend=network_backend(spec), link_rate_bps=spec.network.rate_bps,
-                   expected={pb.WORKER: spec.n_workers, pb.PS: spec.n_ps})
+                   expected={pb.WORKER: spec.n_workers, pb.PS: spec.n_ps},
+                   profile=spec.network.link_profile(), heartbeat_s=spec.run.heartbeat_s)
     metrics = NodeMetrics("coordinator", "coordinator")
     service = CoordinatorService(job, reshape_own_link=own_link_reshaper(spec, metrics))
     server = make_server(token, max_workers=16 + 4 * job.total_nodes)

@@ -218,10 +218,15 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        cluster.terminate()
-        status["exit_codes"] = cluster.exit_codes()
-        status["pids"] = {c.name: c.proc.pid for c in cluster.children}
-        (cluster.run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
+        try:
+            cluster.terminate()
+        except BaseException as e:  # the job's record still gets written, with why teardown failed
+            status["teardown_error"] = f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            status["exit_codes"] = cluster.exit_codes()
+            status["pids"] = {c.name: c.proc.pid for c in cluster.children}
+            (cluster.run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
     return status
 
 

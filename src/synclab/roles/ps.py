@@ -18,10 +18,11 @@ from synclab.plans.schema import PlanError, ServerPlan, read_plan
 from synclab.ps.serve_queue import make_serve_queue
 from synclab.ps.shard import PushRejected, Shard
 from synclab.strategies import registry
-from synclab.roles.bootstrap import join, report_network, reshaper, shaper_for
+from synclab.roles.bootstrap import join, message_limits, report_network, reshaper, shaper_for
 from synclab.transport.node import NodeTransport
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb
+from synclab.wire.frames import MessageLimits
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
                               shaper=shaper_for(spec, "ps"), meter=j.metrics,
                               connect_timeout_s=spec.run.connect_timeout_s, spans=spans,
-                              keepalive_scale=spec.run.dilation)
+                              keepalive_scale=spec.run.dilation,
+                              limits=MessageLimits.for_payload(0, spec.transport.queue_bytes))  # the plan widens them
     transport.serve(host, j.port, ps=True, pull_handler=pull)
     report_network(spec, "ps", j.metrics)
     client = j.client
@@ -64,6 +66,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         plan = read_plan(strategy.Plan, client.plan(timeout=spec.run.connect_timeout_s * 4), strategy.name)
         if not isinstance(plan, ServerPlan):
             raise PlanError(f"strategy {strategy.name!r} publishes a {type(plan).__name__}, which has no PS placement")
+        transport.set_limits(message_limits(strategy, plan, [], spec))  # before any worker pushes
         parts = list(plan.partitions)
         holder["shard"] = shard = Shard(j.node.index, parts, workers, lr=spec.optimizer.lr,
                                         momentum=spec.optimizer.momentum, weight_decay=spec.optimizer.weight_decay,

@@ -19,13 +19,14 @@ from synclab.compute.events import EventLog
 from synclab.compute.replay import ReplayEngine
 from synclab.data import make_dataset
 from synclab.models import build_model, model_input_spec
-from synclab.roles.bootstrap import join, report_network, reshaper, shaper_for
+from synclab.roles.bootstrap import join, message_limits, report_network, reshaper, shaper_for
 from synclab.roles.client import JobAborted
 from synclab.strategies import WorkerContext, registry
 from synclab.transport.inbox import Inbox
 from synclab.transport.node import NodeTransport
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb
+from synclab.wire.frames import MessageLimits
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,11 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     else:
         model = build_model(spec.model.name, **spec.model.options).to(device)
         engine = Engine(model, torch.nn.CrossEntropyLoss(), device)
-    inbox = Inbox()
+    # Until the plan is read, no message may exceed the whole model (or whatever the strategy's rule gives
+    # without a plan); the plan then tightens the limits before any peer sends data.
+    element_bytes = engine.tensors[0].element_size() if engine.tensors else 4
+    limits = MessageLimits.for_payload(sum(p.numel for p in engine.infos) * element_bytes, spec.transport.queue_bytes)
+    inbox = Inbox(limits)
     events = EventLog(j.name, [i.name for i in engine.infos], enabled=spec.run.events)
     engine.events = events
     spans = SpanLog(j.name, enabled=spec.run.events)
@@ -80,7 +85,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     transport = NodeTransport(j.name, token, on_message=inbox.deliver, on_error=on_error, policy=cls.send_policy,
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
                               shaper=shaper_for(spec, "worker"), meter=metrics, connect_timeout_s=spec.run.connect_timeout_s,
-                              spans=spans, keepalive_scale=spec.run.dilation)
+                              spans=spans, keepalive_scale=spec.run.dilation, limits=limits)
     transport.serve(host, j.port, peer=True)
     report_network(spec, "worker", metrics)
     ok, message = False, ""
@@ -97,6 +102,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
                                  options=spec.strategy.options)
             client.publish_plan(plan.model_dump_json())
         plan = read_plan(cls.Plan, client.plan(timeout=spec.run.connect_timeout_s * 4), cls.name)
+        limits.update(message_limits(cls, plan, engine.infos, spec, element_bytes))
         ctx = WorkerContext(rank=rank, world=world, node=j.name, params=engine.infos, tensors=engine.tensors,
                             lr=spec.optimizer.lr, momentum=spec.optimizer.momentum,
                             weight_decay=spec.optimizer.weight_decay, seed=spec.run.seed,

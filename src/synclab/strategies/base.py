@@ -95,6 +95,17 @@ class Strategy(ABC):
         """The plan rank 0 publishes, an instance of ``cls.Plan``; default empty."""
         return cls.Plan()
 
+    @classmethod
+    def max_payload_bytes(cls, plan: Plan, params: Sequence[ParamInfo], *, batch_size: int, options: BaseModel,
+                          element_bytes: int = 4) -> int:
+        """The largest payload any node of this strategy legitimately receives (the transport adds a margin).
+
+        Default, for all-reduce strategies: the whole model in one buffer (a merged bucket may hold every
+        tensor; ring segments are pieces of a buffer). PS nodes know only the plan, so strategies with PS
+        shards override this from the plan's partitions.
+        """
+        return sum(p.numel for p in params) * element_bytes
+
     def peers(self) -> set[int]:
         """Worker ranks this worker opens streams to (it receives from whoever opens one to it)."""
         return set()

@@ -105,6 +105,12 @@ class MgWfbp(Strategy):
                         profile_iterations=options.profile_iterations,
                         status="profiling: rank 0 replaces this with the measured merge plan")
 
+    @classmethod
+    def max_payload_bytes(cls, plan, params, *, batch_size, options: MgWfbpOptions, element_bytes=4):
+        """A merged bucket is at most the whole model; the cost-model fit may time larger buffers."""
+        total = sum(p.numel for p in params)
+        return max([total, *(options.fit_sizes_params or fit_sizes(total))]) * element_bytes
+
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
         self.options: MgWfbpOptions = ctx.options

@@ -163,6 +163,11 @@ class PsStrategy(Strategy):
     def make_plan(cls, params: list[ParamInfo], *, ps_shards, workers, seed, options):
         return cls.kvstore_plan(params, ps_shards, seed)
 
+    @classmethod
+    def max_payload_bytes(cls, plan, params, *, batch_size, options, element_bytes=4):
+        """Pushes, initial values and parameter replies each carry one (key, slice) partition."""
+        return max(p.length for p in plan.partitions) * element_bytes
+
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
         self.client = PsClient(ctx, partitions_from_plan(ctx.plan), pull_on_notify=self.pull_on_notify)

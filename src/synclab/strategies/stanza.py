@@ -209,6 +209,16 @@ class Stanza(Strategy):
                         predicted_iteration_seconds=stanza_iteration_time(n_c, n_f, profile),
                         predicted_throughput_samples_per_s=stanza_throughput(n_c, n_f, profile))
 
+    @classmethod
+    def max_payload_bytes(cls, plan: StanzaPlan, params, *, batch_size, options, element_bytes=4):
+        """Whole-part all-reduces and the FC gather (at most the model), or one CONV worker's batch of
+        activations (their gradients are as large) and labels. The activation width per sample is the
+        input width of the classifier's first weight matrix, since the model is classifier(flatten(features(x)))."""
+        total = sum(p.numel for p in params) * element_bytes
+        first_fc = next((p for p in params[plan.boundary:] if len(p.shape) == 2), None)
+        per_sample = first_fc.shape[1] if first_fc is not None else max((p.numel for p in params), default=0)
+        return max(total, batch_size * per_sample * element_bytes, batch_size * 8)
+
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
         plan: StanzaPlan = ctx.plan

@@ -6,6 +6,11 @@ reverse direction of the stream that worker opened (:meth:`reverse_link`).
 Complete inbound messages go to ``on_message``; a frame that cannot be accepted
 (:class:`~synclab.wire.frames.FrameError`, or a ``ValueError`` raised by
 ``on_message``) aborts that stream with ``INVALID_ARGUMENT``.
+
+``limits`` (:class:`~synclab.wire.frames.MessageLimits`) bound what any one
+peer can make this node hold; a role sets them from the plan
+(:meth:`NodeTransport.set_limits`) before peers send data. A peer that breaks
+them loses its stream; the server and every other stream carry on.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from synclab.transport.scheduler import SchedulerGroup
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb, rpc
 from synclab.wire.channels import caller_node, make_server, open_channel
-from synclab.wire.frames import FrameError, Reassembler, Received
+from synclab.wire.frames import FrameError, MessageLimits, Reassembler, Received
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +44,10 @@ class NodeTransport:
     def __init__(self, name: str, token: str, *, on_message: MessageHandler, on_error: ErrorHandler | None = None,
                  policy: str = "fifo", chunk_bytes: int = 1 << 20, queue_bytes: int = 64 << 20,
                  shaper: LinkShaper | None = None, meter: ByteMeter | None = None, connect_timeout_s: float = 30.0,
-                 max_streams: int = 64, spans: SpanLog | None = None, keepalive_scale: float = 1.0):
+                 max_streams: int = 64, spans: SpanLog | None = None, keepalive_scale: float = 1.0,
+                 limits: MessageLimits | None = None):
         self.name, self._token = name, token
+        self.limits = limits if limits is not None else MessageLimits()  # shared by every stream's Reassembler
         self.keepalive_scale = keepalive_scale  # run.dilation: gRPC keepalive stretched by it (wire.channels)
         self.spans = spans
         self.on_message, self.on_error = on_message, on_error or self._log_error
@@ -73,6 +80,10 @@ class NodeTransport:
         self._server = server
         return bound
 
+    def set_limits(self, limits: MessageLimits) -> None:
+        """Apply new limits to this node's streams, open ones included."""
+        self.limits.update(limits)
+
     def _new_link(self, peer: str) -> Link:
         return Link(self.name, peer, policy=self.policy, chunk_bytes=self.chunk_bytes, capacity_bytes=self.queue_bytes,
                     shaper=self.shaper, meter=self.meter, spans=self.spans, group=self._send_group)
@@ -91,7 +102,7 @@ class NodeTransport:
 
     def _read(self, peer: str, frames: Iterable[pb.Frame], reverse: Link | None) -> None:
         """Reassemble and dispatch inbound frames from one stream until it ends."""
-        reasm = Reassembler(max_chunk_bytes=self.chunk_bytes)
+        reasm = Reassembler(max_chunk_bytes=self.chunk_bytes, limits=self.limits, peer=peer)
         meter, spans = self.meter, self.spans
         rx_first: dict[tuple, float] = {}
         try:

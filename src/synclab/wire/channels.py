@@ -21,6 +21,7 @@ stretches keepalive interval and timeout by D; the control plane keeps 1.
 from __future__ import annotations
 
 import collections
+import hmac
 
 import grpc
 
@@ -68,7 +69,7 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
     def __init__(self, token: str):
         if not token:
             raise ValueError("an empty job token would let anyone in")
-        self._token = token
+        self._token = token.encode()
 
         def deny(request, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong x-synclab-token")
@@ -82,7 +83,9 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
 
     def intercept_service(self, continuation, handler_call_details):
         md = dict(handler_call_details.invocation_metadata or ())
-        if md.get(TOKEN_KEY) == self._token:
+        offered = md.get(TOKEN_KEY, "")
+        offered = offered.encode() if isinstance(offered, str) else bytes(offered)
+        if hmac.compare_digest(offered, self._token):  # constant time: no timing oracle on the token
             return continuation(handler_call_details)
         handler = continuation(handler_call_details)
         if handler is None:

@@ -5,6 +5,12 @@ A tensor of ``total_bytes`` is sent as frames whose payloads cover
 dtype and shape. :class:`Reassembler` validates every chunk against the first
 one and refuses anything inconsistent or oversized with :class:`FrameError`,
 which servers turn into ``INVALID_ARGUMENT``.
+
+Memory against any peer is bounded by :class:`MessageLimits`: a header that
+announces more than ``max_message_bytes`` is refused before a byte is
+allocated, and the staging buffers of one stream's unfinished messages never
+exceed ``max_peer_bytes``. Roles derive both from the plan
+(``Strategy.max_payload_bytes``, :meth:`MessageLimits.for_payload`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from synclab.wire import pb
 DEFAULT_CHUNK_BYTES = 1 << 20
 # Room for the header on top of a full chunk when sizing gRPC message limits.
 HEADER_SLACK_BYTES = 64 << 10
+# What a buffered message costs beyond its payload when counting a peer's bytes (so empty ones are not free).
+MESSAGE_OVERHEAD_BYTES = 256
+# Largest dimension a shape may name: far above any tensor, far below what overflows torch's int64 sizes.
+MAX_DIM = 1 << 48
 
 _TORCH_TO_PB = {
     torch.float32: pb.FLOAT32,
@@ -39,6 +49,45 @@ if sys.byteorder != "little":  # pragma: no cover - no big-endian CI machine
 
 class FrameError(ValueError):
     """A frame that cannot be accepted (bad dtype, shape, offsets or size)."""
+
+
+@dataclass(slots=True)
+class MessageLimits:
+    """How much one peer may make a node hold.
+
+    ``max_message_bytes``: the largest payload a message may announce (the plan's
+    largest legitimate message plus a margin). ``max_peer_bytes``: the most bytes
+    one stream's unfinished messages may stage (the receiver's reassembly buffers)
+    and, separately, the most bytes of complete messages from one sender that may
+    wait for their reader (the worker's inbox). A node shares one instance among
+    its streams, so :meth:`update` tightens live streams too.
+    """
+
+    max_message_bytes: int = 256 << 20
+    max_peer_bytes: int = 576 << 20
+
+    def __post_init__(self):
+        if self.max_message_bytes < 0 or self.max_peer_bytes < self.max_message_bytes:
+            raise ValueError(f"need 0 <= max_message_bytes <= max_peer_bytes, got {self.max_message_bytes} and "
+                             f"{self.max_peer_bytes}")
+
+    @classmethod
+    def for_payload(cls, largest_payload_bytes: int, queue_bytes: int) -> MessageLimits:
+        """Limits for a node whose largest legitimate message carries ``largest_payload_bytes``.
+
+        Margin: an eighth of the payload, at least 64 KiB (labels, loss scalars, rounding of
+        sizes the plan does not state exactly). A peer may legitimately have up to its send
+        queue (``transport.queue_bytes``, or one larger message) begun but unfinished, and
+        up to about one iteration of a ring all-reduce (twice the largest message) not yet
+        expected; ``max_peer_bytes`` = 2 x max message + queue bytes covers both.
+        """
+        if largest_payload_bytes < 0 or queue_bytes < 0:
+            raise ValueError(f"sizes must be >= 0, got {largest_payload_bytes} and {queue_bytes}")
+        limit = largest_payload_bytes + max(largest_payload_bytes // 8, 64 << 10)
+        return cls(limit, 2 * limit + queue_bytes)
+
+    def update(self, other: MessageLimits) -> None:
+        self.max_message_bytes, self.max_peer_bytes = other.max_message_bytes, other.max_peer_bytes
 
 
 def dtype_to_pb(dtype: torch.dtype) -> int:
@@ -135,55 +184,79 @@ class Reassembler:
 
     Chunks of one message arrive in order on one stream, but chunks of different
     messages may interleave (a priority scheduler preempts at chunk boundaries),
-    so partial messages are kept per :class:`MessageId`.
+    so partial messages are kept per :class:`MessageId`. Every size a header
+    announces is checked against ``limits`` before its buffer is allocated.
     """
 
-    def __init__(self, max_chunk_bytes: int = DEFAULT_CHUNK_BYTES, max_message_bytes: int = 8 << 30):
+    def __init__(self, max_chunk_bytes: int = DEFAULT_CHUNK_BYTES, limits: MessageLimits | None = None, *,
+                 peer: str = "peer"):
         self.max_chunk_bytes = max_chunk_bytes
-        self.max_message_bytes = max_message_bytes
+        self.limits = limits if limits is not None else MessageLimits()
+        self.peer = peer
         self._partial: dict[MessageId, _Partial] = {}
+        self._staged_bytes = 0  # buffers of unfinished messages, plus MESSAGE_OVERHEAD_BYTES each
 
     def add(self, frame: pb.Frame) -> Received | None:
         h = frame.header
         mid = MessageId(h.kind, h.key, h.slice, h.iteration, h.tag)
         payload = frame.payload
+        peer = self.peer
         if h.kind == pb.FRAME_KIND_UNSPECIFIED:
-            raise FrameError("frame kind is unspecified")
+            raise FrameError(f"frame kind from {peer} is unspecified")
         if len(payload) > self.max_chunk_bytes:
-            raise FrameError(f"chunk of {len(payload)} bytes exceeds the {self.max_chunk_bytes}-byte frame limit")
-        if h.total_bytes > self.max_message_bytes:
-            raise FrameError(f"message of {h.total_bytes} bytes exceeds the {self.max_message_bytes}-byte limit")
+            raise FrameError(f"chunk of {len(payload)} bytes from {peer} exceeds the {self.max_chunk_bytes}-byte "
+                             f"frame limit")
+        limit = self.limits.max_message_bytes
+        if h.total_bytes > limit:
+            raise FrameError(f"{peer} announced a message {mid.key!r} of {h.total_bytes} bytes; this node accepts "
+                             f"at most {limit} bytes (the plan's largest message plus margin)")
         if h.total_bytes == 0 and not payload and h.dtype == pb.DTYPE_UNSPECIFIED:
             return Received(mid, h.sender, h.priority, None)
         part = self._partial.get(mid)
         if part is None:
             if h.offset != 0:
-                raise FrameError(f"first chunk of {mid.key!r} starts at offset {h.offset}, expected 0")
+                raise FrameError(f"first chunk of {mid.key!r} from {peer} starts at offset {h.offset}, expected 0")
             dtype = dtype_from_pb(h.dtype)
             shape = tuple(int(s) for s in h.shape)
-            if any(s < 0 for s in shape):
-                raise FrameError(f"negative dimension in shape {shape} of {mid.key!r}")
+            if any(not 0 <= s <= MAX_DIM for s in shape):
+                raise FrameError(f"dimension out of range in shape {shape} of {mid.key!r} from {peer}")
             expected = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
             if expected != h.total_bytes:
-                raise FrameError(f"{mid.key!r}: shape {shape} of {dtype} needs {expected} bytes, header says {h.total_bytes}")
+                raise FrameError(f"{mid.key!r} from {peer}: shape {shape} of {dtype} needs {expected} bytes, "
+                                 f"header says {h.total_bytes}")
             if len(payload) == h.total_bytes:  # single-chunk fast path: no staging buffer
                 tensor = torch.frombuffer(bytearray(payload), dtype=dtype).reshape(shape) if payload else torch.empty(shape, dtype=dtype)
                 return Received(mid, h.sender, h.priority, tensor)
+            if len(payload) > h.total_bytes:
+                raise FrameError(f"{mid.key!r} from {peer}: a {len(payload)}-byte chunk overruns the declared "
+                                 f"{h.total_bytes} bytes")
+            staged = self._staged_bytes + h.total_bytes + MESSAGE_OVERHEAD_BYTES
+            if staged > self.limits.max_peer_bytes:
+                raise FrameError(f"{peer} has {len(self._partial)} unfinished messages holding "
+                                 f"{self._staged_bytes} bytes; starting {mid.key!r} of {h.total_bytes} bytes would "
+                                 f"exceed the {self.limits.max_peer_bytes}-byte per-peer limit")
             part = _Partial(dtype, shape, bytearray(h.total_bytes), priority=h.priority)
             self._partial[mid] = part
+            self._staged_bytes = staged
         elif h.offset != part.filled:
-            raise FrameError(f"{mid.key!r}: chunk at offset {h.offset}, expected {part.filled}")
+            raise FrameError(f"{mid.key!r} from {peer}: chunk at offset {h.offset}, expected {part.filled}")
         end = part.filled + len(payload)
         if end > len(part.buf):
-            raise FrameError(f"{mid.key!r}: chunks overrun the declared {len(part.buf)} bytes")
+            raise FrameError(f"{mid.key!r} from {peer}: chunks overrun the declared {len(part.buf)} bytes")
         part.buf[part.filled:end] = payload
         part.filled = end
         if end < len(part.buf):
             return None
         del self._partial[mid]
+        self._staged_bytes -= len(part.buf) + MESSAGE_OVERHEAD_BYTES
         tensor = torch.frombuffer(part.buf, dtype=part.dtype).reshape(part.shape)
         return Received(mid, h.sender, part.priority, tensor)
 
     @property
     def pending(self) -> int:
         return len(self._partial)
+
+    @property
+    def staged_bytes(self) -> int:
+        """Bytes held for unfinished messages (with per-message overhead)."""
+        return self._staged_bytes

@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from synclab.cli.compose_env import write_compose_env
+
 REPO = Path(__file__).resolve().parents[3]
+# Compose reads .env, which holds generated secrets and is never tracked: make it as a user would.
+write_compose_env(REPO / ".env", REPO / ".env.example")
 DOCKER_SCRIPTS = REPO / "scripts" / "docker"
 DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
 BASE_ENV = {"BASE_IMAGE": "local/bookworm:base", "STRATEGY": "ps", "MODEL": "smallcnn", "REPEAT": "1"}

@@ -1,45 +1,97 @@
-"""`synclab shape` at the coordinator: nodes get the command at their next heartbeat, and the coordinator's
-own link (a container, a netns node) is reshaped too unless a role or another node was named."""
+"""`synclab shape` at the coordinator: nodes get the command at their next heartbeat and report the outcome;
+the command answers once all did. The coordinator's own link (a container, a netns node) is reshaped too unless
+a role or another node was named. A change the backend cannot make is refused up front (exit 2)."""
 
 import json
+import threading
 
+import pytest
+from typer.testing import CliRunner
+
+from synclab.cli import app
 from synclab.config import parse_spec
 from synclab.metrics import NodeMetrics
+from synclab.netem.profile import load_profile, profile_from_mapping, reshape_refusal
 from synclab.roles.coordinator import CoordinatorService, JobState, own_link_reshaper
-from synclab.wire import pb
+from synclab.wire import pb, rpc
+from synclab.wire.channels import make_server
+
+TOKEN = "shape-token"
 
 
-def service(tmp_path, reshape_own_link):
-    job = JobState(spec=parse_spec({}), run_dir=tmp_path, job_id="t", network_backend="tbf", link_rate_bps=None,
-                   expected={pb.WORKER: 1, pb.PS: 1}, state="running")
+def service(tmp_path, reshape_own_link, backend="tbf", profile=None):
+    job = JobState(spec=parse_spec({}), run_dir=tmp_path, job_id="t", network_backend=backend, link_rate_bps=None,
+                   expected={pb.WORKER: 1, pb.PS: 1}, state="running", profile=profile, heartbeat_s=0.05)
     for name, role in (("worker0", pb.WORKER), ("ps0", pb.PS)):
         job.nodes[name] = pb.NodeInfo(name=name, role=role)
     return CoordinatorService(job, reshape_own_link=reshape_own_link)
 
 
-def shape(svc, target=""):
+class Nodes:
+    """Heartbeating fake nodes: each runs ``outcome(node, cmd)`` (None = ok, else the error) on every command."""
+
+    def __init__(self, svc, outcome=lambda node, cmd: None, names=("worker0", "ps0")):
+        self.svc, self.outcome, self.got = svc, outcome, []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._beat, args=(n,), daemon=True) for n in names]
+        for t in self._threads:
+            t.start()
+
+    def _beat(self, node):
+        results = []
+        while not self._stop.wait(0.02):
+            reply = self.svc.Heartbeat(pb.HeartbeatRequest(node=node, results=results), None)
+            results = []
+            for cmd in reply.commands:
+                self.got.append((node, cmd))
+                err = self.outcome(node, cmd)
+                results.append(pb.CommandResult(id=cmd.id, ok=err is None, message=err or ""))
+
+    def stop(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+
+
+@pytest.fixture
+def nodes():
+    started = []
+
+    def start(svc, **kw):
+        started.append(Nodes(svc, **kw))
+        return started[-1]
+
+    yield start
+    for n in started:
+        n.stop()
+
+
+def shape(svc, target="", profile=None):
     return svc.Control(pb.ControlCommand(kind="shape", target=target, args_json=json.dumps(
-        {"profile": {"rate": "200mbit", "direction": "both"}})), None)
+        {"profile": profile or {"rate": "200mbit", "direction": "both"}})), None)
 
 
-def test_shape_everything_includes_the_coordinators_own_link(tmp_path):
+def test_shape_everything_includes_the_coordinators_own_link(tmp_path, nodes):
     own = []
     svc = service(tmp_path, own.append)
+    fake = nodes(svc)
     reply = shape(svc)
     assert reply.accepted and "coordinator" in reply.message and len(own) == 1
-    assert set(svc.job.commands) == {"worker0", "ps0"}
-    assert (tmp_path / "network-changes.csv").read_text().splitlines()[1].endswith("ps0 worker0 coordinator")
+    assert {n for n, _ in fake.got} == {"worker0", "ps0"}
+    assert (tmp_path / "network-changes.csv").read_text().splitlines()[1].endswith("ps0 worker0 coordinator,")
     assert shape(svc, "coordinator").accepted and len(own) == 2
 
 
-def test_shape_a_role_leaves_the_coordinator_alone(tmp_path):
+def test_shape_a_role_leaves_the_coordinator_alone(tmp_path, nodes):
     own = []
     svc = service(tmp_path, own.append)
-    assert shape(svc, "worker").accepted and own == [] and set(svc.job.commands) == {"worker0"}
+    fake = nodes(svc)
+    assert shape(svc, "worker").accepted and own == [] and {n for n, _ in fake.got} == {"worker0"}
 
 
-def test_a_coordinator_without_a_link_of_its_own(tmp_path):
+def test_a_coordinator_without_a_link_of_its_own(tmp_path, nodes):
     svc = service(tmp_path, None)
+    nodes(svc)
     reply = shape(svc)
     assert reply.accepted and "coordinator" not in reply.message
     assert not shape(svc, "coordinator").accepted
@@ -47,3 +99,92 @@ def test_a_coordinator_without_a_link_of_its_own(tmp_path):
     metrics = NodeMetrics("coordinator", "coordinator")
     assert own_link_reshaper(parse_spec({"network": {"backend": "app"}}), metrics) is None
     assert own_link_reshaper(parse_spec({"network": {"backend": "tbf", "isolation": "none"}}), metrics) is None
+
+
+def test_a_reshape_that_fails_on_a_node_fails_the_command(tmp_path, nodes):
+    svc = service(tmp_path, None)
+    nodes(svc, outcome=lambda node, cmd: "RTNETLINK answers: Operation not permitted" if node == "ps0" else None)
+    reply = shape(svc)
+    assert not reply.accepted and not reply.unsupported
+    assert "failed on 1 of 2 node(s): ps0: RTNETLINK answers: Operation not permitted" in reply.message
+    assert (tmp_path / "network-changes.csv").read_text().splitlines()[1].endswith(",worker0,ps0")
+
+
+def test_a_node_that_never_answers_fails_the_command(tmp_path, nodes):
+    svc = service(tmp_path, None)
+    nodes(svc, names=("worker0",))
+    reply = shape(svc)
+    assert not reply.accepted and "ps0: no answer within" in reply.message
+    assert svc.job.commands.get("ps0") == []  # withdrawn: it must not apply it later
+
+
+@pytest.mark.parametrize("backend", ["tbf", "htb", "app"])
+def test_delay_on_a_backend_without_netem_is_refused_and_nothing_queued(tmp_path, backend):
+    svc = service(tmp_path, None, backend=backend, profile=load_profile("1gbit"))
+    reply = shape(svc, profile=load_profile("wan-20ms").model_dump(mode="json"))
+    assert not reply.accepted and reply.unsupported
+    assert f"backend {backend!r} cannot change delay" in reply.message and "jitter" in reply.message
+    assert svc.job.commands == {}
+
+
+def test_refusal_rule():
+    wan, gbit = load_profile("wan-20ms"), load_profile("1gbit")
+    assert reshape_refusal("netem", gbit, wan) is None
+    assert reshape_refusal("tbf", gbit, load_profile("4gbit")) is None          # rate only: tbf can
+    assert reshape_refusal("app", wan, wan.model_copy(update={"rate_bps": 10**8})) is None  # delay kept as is
+    assert "delay" in reshape_refusal("app", wan, gbit)                           # removing a delay is a change too
+    assert "loss" in reshape_refusal("htb", gbit, load_profile("lossy-1pct"))
+    assert "rate" in reshape_refusal("none", None, gbit)
+    override = profile_from_mapping({"rate": "1gbit", "roles": {"ps": {"delay": "5ms"}}})
+    assert "delay of ps links" in reshape_refusal("tbf", gbit, override)
+    assert reshape_refusal("auto", gbit, wan) is None  # unknown here: each node checks for itself
+
+
+@pytest.fixture
+def live_coordinator(tmp_path):
+    svc = service(tmp_path, None, backend="tbf", profile=load_profile("1gbit"))
+    server = make_server(TOKEN, max_workers=8)
+    rpc.add_CoordinatorServicer_to_server(svc, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield svc, f"127.0.0.1:{port}"
+    server.stop(0)
+
+
+def test_cli_exits_2_when_the_backend_cannot_make_the_change(live_coordinator):
+    svc, address = live_coordinator
+    result = CliRunner().invoke(app, ["shape", "--profile", "wan-20ms", "--coordinator", address, "--token", TOKEN])
+    assert result.exit_code == 2, result.output
+    assert "cannot change delay" in " ".join(result.output.split())
+    assert svc.job.commands == {}
+
+
+def test_cli_exits_1_when_a_node_fails_and_0_when_all_apply(live_coordinator, nodes):
+    svc, address = live_coordinator
+    fail = {"ps0": True}
+    nodes(svc, outcome=lambda node, cmd: "boom" if fail.get(node) else None)
+    args = ["shape", "--profile", "4gbit", "--coordinator", address, "--token", TOKEN]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "ps0: boom" in result.output
+    fail.clear()
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0 and "reshaped ps0, worker0" in result.output
+
+
+def test_a_node_on_the_app_backend_refuses_a_delay_it_cannot_apply():
+    """The node-side backstop (hand-started nodes, where the coordinator saw backend 'auto')."""
+    from synclab.roles.bootstrap import reshaper
+    from synclab.transport.shaper import LinkShaper
+
+    shaper = LinkShaper(rate_bps=10**9)
+    handle = reshaper(parse_spec({"network": {"backend": "app"}}), "worker", "worker0", shaper,
+                      NodeMetrics("worker0", "worker"))
+
+    def cmd(name):
+        return pb.ControlCommand(kind="shape", id="x", args_json=json.dumps(
+            {"profile": load_profile(name).model_dump(mode="json")}))
+
+    with pytest.raises(RuntimeError, match="cannot change delay, jitter at run time; nothing applied"):
+        handle(cmd("wan-20ms"))
+    handle(cmd("4gbit"))
+    assert shaper.bucket is not None and shaper.bucket.rate_Bps == pytest.approx(4e9 / 8)

@@ -189,12 +189,24 @@ class BarrierReply(_message.Message):
     def __init__(self, arrived: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node", "iteration")
+    __slots__ = ("node", "iteration", "results")
     NODE_FIELD_NUMBER: _ClassVar[int]
     ITERATION_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
     node: str
     iteration: int
-    def __init__(self, node: _Optional[str] = ..., iteration: _Optional[int] = ...) -> None: ...
+    results: _containers.RepeatedCompositeFieldContainer[CommandResult]
+    def __init__(self, node: _Optional[str] = ..., iteration: _Optional[int] = ..., results: _Optional[_Iterable[_Union[CommandResult, _Mapping]]] = ...) -> None: ...
+
+class CommandResult(_message.Message):
+    __slots__ = ("id", "ok", "message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    ok: bool
+    message: str
+    def __init__(self, id: _Optional[str] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
     __slots__ = ("stop", "reason", "commands")
@@ -267,22 +279,26 @@ class DoneRequest(_message.Message):
     def __init__(self, node: _Optional[str] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., bytes_sent: _Optional[_Mapping[str, int]] = ..., bytes_received: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class ControlCommand(_message.Message):
-    __slots__ = ("kind", "target", "args_json")
+    __slots__ = ("kind", "target", "args_json", "id")
     KIND_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
     kind: str
     target: str
     args_json: str
-    def __init__(self, kind: _Optional[str] = ..., target: _Optional[str] = ..., args_json: _Optional[str] = ...) -> None: ...
+    id: str
+    def __init__(self, kind: _Optional[str] = ..., target: _Optional[str] = ..., args_json: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
 class ControlReply(_message.Message):
-    __slots__ = ("accepted", "message")
+    __slots__ = ("accepted", "message", "unsupported")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    UNSUPPORTED_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     message: str
-    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+    unsupported: bool
+    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ..., unsupported: _Optional[bool] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()
