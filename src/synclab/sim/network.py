@@ -12,8 +12,11 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   :class:`synclab.transport.scheduler.SendScheduler` is: FIFO or priority
   (smaller number first), one message at a time, cut into ``chunk_bytes``
   chunks, so a higher-priority message overtakes at the next chunk boundary
-  (P3 §4.2). Priority lives in these queues, as in the transport; across
-  destinations the NIC is shared fairly, as TCP streams share it.
+  (P3 §4.2). The priority queues of one sender form one order, as the
+  transport's :class:`~synclab.transport.scheduler.SchedulerGroup` does: a link
+  starts its next chunk only when no other link of the sender has a more urgent
+  message at its head (P3 §4.2's single consumer). Equal priorities, and FIFO
+  links, share the NIC fairly, as TCP streams share it.
 * Every message pays a start-up cost ``a`` (``startup_s``) on its link before
   its first byte — the per-message constant of T = a + b·M (MG-WFBP eq. 1) —
   then its bytes at the shared rate (b = 8/rate per byte), then the one-way
@@ -39,11 +42,13 @@ Callback = Callable[[], None]
 class Nic:
     """One direction of one node's network interface."""
 
-    __slots__ = ("name", "rate_bps", "flows")
+    __slots__ = ("name", "rate_bps", "flows", "senders", "parked")
 
     def __init__(self, name: str, rate_bps: float | None):
         self.name, self.rate_bps = name, rate_bps
         self.flows: dict[int, Flow] = {}  # insertion-ordered: deterministic recomputation
+        self.senders: list[Link] = []  # the priority links leaving through this NIC: one priority order
+        self.parked: dict[int, Link] = {}  # those of them waiting for a more urgent sibling (insertion-ordered)
 
 
 class Flow:
@@ -156,7 +161,28 @@ class Link:
         self._heap: list[tuple[int, int, Message]] = []
         self._seq = itertools.count()
         self._busy = False
+        self._current: Message | None = None  # the message whose chunk is on the wire
         self.bytes_sent = 0
+        if policy == "priority":
+            egress.senders.append(self)
+
+    def head_priority(self) -> int | None:
+        """The most urgent priority this link holds: its message on the wire or the head of its queue."""
+        heads = [m.priority for m in (self._current, self._heap[0][2] if self._heap else None) if m is not None]
+        return min(heads) if heads else None
+
+    def _held_back(self) -> bool:
+        """Another link of this sender has a more urgent message (priority links only)."""
+        if self.policy != "priority" or len(self.egress.senders) < 2:
+            return False
+        mine = self._heap[0][0]
+        return any(o is not self and (h := o.head_priority()) is not None and h < mine for o in self.egress.senders)
+
+    def _wake_parked(self) -> None:
+        parked, self.egress.parked = self.egress.parked, {}
+        for o in parked.values():
+            if not o._busy:
+                o._next()
 
     def send(self, nbytes: int, on_delivered: Callback, priority: int = 0) -> None:
         msg = Message(nbytes, priority if self.policy == "priority" else 0, next(self._seq), on_delivered)
@@ -168,8 +194,13 @@ class Link:
         if not self._heap:
             self._busy = False
             return
+        if self._held_back():  # parked until a more urgent sibling's head is gone
+            self._busy = False
+            self.egress.parked[id(self)] = self
+            return
         self._busy = True
         _, _, msg = heapq.heappop(self._heap)
+        self._current = msg
         if msg.t0 < 0:
             msg.t0 = self.net.env.now
             self.net.after(self.startup_s, lambda: self._chunk(msg))
@@ -183,6 +214,7 @@ class Link:
     def _chunk_done(self, msg: Message, n: int) -> None:
         msg.left -= n
         self.bytes_sent += n
+        self._current = None
         if msg.left > 0:  # back in the queue at its own place: a higher priority overtakes here
             heapq.heappush(self._heap, (msg.priority, -1, msg))
         else:
@@ -196,3 +228,5 @@ class Link:
             else:
                 msg.on_delivered()
         self._next()
+        if self.egress.parked:
+            self._wake_parked()  # this link's head changed: a parked sibling may be the most urgent now

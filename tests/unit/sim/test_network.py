@@ -89,3 +89,34 @@ def test_ring_allreduce_time(world):
     m_bytes = numel * 4
     expected = 2 * (world - 1) / world * m_bytes * 8 / RATE + 2 * (world - 1) * A
     assert done[0] == pytest.approx(expected, rel=1e-3)
+
+
+def test_an_urgent_message_to_one_peer_holds_back_bulk_to_another_as_the_transport_does():
+    """One priority order per sender (P3 §4.2; transport.scheduler.SchedulerGroup): once the urgent message is
+    queued, the bulk to the other peer stops after its chunk on the wire; the urgent one then has the NIC."""
+    env, net = _net()
+    tx = Nic("w", RATE)
+    bulk = _link(net, tx, Nic("ps1", RATE), policy="priority", chunk=100_000)
+    urgent = _link(net, tx, Nic("ps0", RATE), policy="priority", chunk=100_000)
+    done = {}
+    bulk.send(2_000_000, lambda: done.setdefault("bulk", env.now), priority=9)
+    env.run(until=A + 0.00005)  # the bulk's first chunk is on the wire
+    t_queued = env.now
+    urgent.send(500_000, lambda: done.setdefault("urgent", env.now), priority=0)
+    env.run()
+    chunk, own = 100_000 * 8 / RATE, 500_000 * 8 / RATE
+    # at most the bulk's chunk in flight shares the NIC with the urgent message, then it runs alone
+    assert done["urgent"] - t_queued <= A + own + chunk + 1e-9
+    both = (2_000_000 + 500_000) * 8 / RATE  # the NIC may idle during the urgent message's start-up, no longer
+    assert A + both - 1e-9 <= done["bulk"] <= 2 * A + both + 1e-9
+
+
+def test_equal_priorities_to_two_peers_share_the_nic():
+    env, net = _net()
+    tx = Nic("w", RATE)
+    done = []
+    for dst in ("ps0", "ps1"):
+        _link(net, tx, Nic(dst, RATE), policy="priority", chunk=100_000).send(
+            1_000_000, lambda: done.append(env.now), priority=3)
+    env.run()
+    assert done == [pytest.approx(A + 2 * 1_000_000 * 8 / RATE)] * 2
