@@ -16,7 +16,7 @@ CPU seconds per GB: the user+system time of all ranks over the ring's traffic, `
 all-reduce (gloo's own algorithm may move a little more or less). Default M = 25,557,032: ResNet-50's gradients.
 
     python experiments/allreduce_vs_gloo.py [--links 1gbit,4gbit,unshaped] [--ranks 2,4,8]
-        [--floats 25557032] [--repeats 3] [--out runs/allreduce-vs-gloo]
+        [--floats 25557032] [--repeats 3] [--notsent-lowat BYTES] [--out runs/allreduce-vs-gloo]
     python experiments/allreduce_vs_gloo.py --quick    # 1gbit and unshaped, 4 ranks, 4 M floats, 2 repeats
 
 Needs root (network namespaces). Writes ``allreduce.csv``, ``allreduce.json`` and ``allreduce.png`` to ``--out``.
@@ -131,7 +131,7 @@ def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int) -
             "cpu_s": sum(rep["cpu_s"] for rep in reports)}
 
 
-def measure(link: str, n: int, floats: int, repeats: int) -> dict:
+def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | None = None) -> dict:
     """One point: a fresh cluster of ``n`` namespaces shaped by ``link``; gloo, SyncLab, then iperf3 in it."""
     from synclab.netem import bench
     from synclab.netem.netns import NetnsCluster, Topology
@@ -140,7 +140,7 @@ def measure(link: str, n: int, floats: int, repeats: int) -> dict:
     profile = None if link == "unshaped" else load_profile(link)
     names = [f"r{i}" for i in range(n)]
     iperf = None
-    with NetnsCluster(Topology.star(names, profile=profile)) as c:
+    with NetnsCluster(Topology.star(names, profile=profile), notsent_lowat=notsent_lowat) as c:
         applied = c.applied.get("r0")
         backend = applied.backend if applied else "none"
         if applied and applied.left_to_app:
@@ -214,6 +214,8 @@ def main() -> None:
     ap.add_argument("--floats", type=int, default=RESNET50_FLOATS)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="1gbit and unshaped, 4 ranks, 4 M floats, 2 repeats")
+    ap.add_argument("--notsent-lowat", type=int, default=None,
+                    help="net.ipv4.tcp_notsent_lowat in every namespace (default: the kernel's)")
     ap.add_argument("--out", type=Path, default=Path("runs/allreduce-vs-gloo"))
     a = ap.parse_args()
     if a.quick:
@@ -240,7 +242,7 @@ def main() -> None:
         for link in links:
             for n in ranks:
                 bar.update(task, description=f"{link}, {n} ranks")
-                rows.append(measure(link, n, a.floats, a.repeats))
+                rows.append(measure(link, n, a.floats, a.repeats, a.notsent_lowat))
                 bar.advance(task)
 
     a.out.mkdir(parents=True, exist_ok=True)

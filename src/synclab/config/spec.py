@@ -40,6 +40,13 @@ class NetworkSpec(_Section):
     ``none`` (loopback, shaping in the transport) or ``auto`` (netns when this
     machine allows it). ``backend`` and ``app_shaping`` are filled in by the
     launcher (what shapes the links, and what the transport must emulate itself).
+
+    ``tcp_notsent_lowat``: the most unsent bytes a node's socket may hold
+    (``net.ipv4.tcp_notsent_lowat`` in each node's namespace or container; ``null``
+    keeps the kernel's default, unbounded). Bytes already in a socket leave first in,
+    first out, so a bound keeps the transport's priority order (P3 §4.2) from being
+    undone under kernel shaping; README "Priority under kernel shaping" has the
+    measurement behind the default.
     """
 
     profile: str | dict[str, Any] | None = None
@@ -49,6 +56,7 @@ class NetworkSpec(_Section):
     interface: str = "eth0"
     backend: Literal["auto", "netem", "htb", "tbf", "app", "none"] = "auto"
     app_shaping: list[Literal["rate", "delay", "jitter"]] = Field(default_factory=list)
+    tcp_notsent_lowat: int | None = Field(default=128 << 10, ge=1)
 
     @field_validator("rate")
     @classmethod

@@ -75,7 +75,7 @@ class LocalCluster:
         kernel = self.spec.network.backend in ("netem", "htb", "tbf")
         topo = Topology.star([n for n, _ in names], roles=dict(names), host_address=True,
                              profile=self._host_profile() if kernel else None)
-        self.netns = NetnsCluster(topo)
+        self.netns = NetnsCluster(topo, notsent_lowat=self.spec.network.tcp_notsent_lowat)
         self.netns.up()
         (self.run_dir / "network.json").write_text(json.dumps({
             "isolation": "netns", "bridge": topo.bridge, "subnet": str(topo.subnet),

@@ -35,8 +35,9 @@ def leftovers(prefix: str) -> list[str]:
 def make_cluster(kernel_backends):
     made = []
 
-    def make(names, profile=None, *, prefer=None, **kw):
-        c = NetnsCluster(Topology.star(names, profile=profile, **kw), available=kernel_backends, prefer=prefer)
+    def make(names, profile=None, *, prefer=None, notsent_lowat=None, **kw):
+        c = NetnsCluster(Topology.star(names, profile=profile, **kw), available=kernel_backends, prefer=prefer,
+                         notsent_lowat=notsent_lowat)
         made.append(c)
         return c.up()
 
@@ -213,3 +214,16 @@ def test_detected_backends_are_reported(kernel_backends):
     assert kernel_backends <= set(tc.KERNEL_FEATURES)
     assert tc.detect_backends() == kernel_backends  # probing again gives the same answer
     assert f"{tc.PROBE_PREFIX}{os.getpid()}" not in list_netns()  # the probe namespace is gone
+
+
+def test_notsent_lowat_is_set_in_every_namespace_and_only_there(make_cluster):
+    def lowat(prefix):
+        return int(subprocess.run([*prefix, "sysctl", "-n", "net.ipv4.tcp_notsent_lowat"], capture_output=True,
+                                  text=True, check=True).stdout)
+
+    host = lowat([])
+    c = make_cluster(["a", "b"], notsent_lowat=65536)
+    assert lowat(c.exec_prefix("a")) == lowat(c.exec_prefix("b")) == 65536
+    assert lowat([]) == host  # a per-namespace setting: the host keeps its own
+    plain = make_cluster(["c"])
+    assert lowat(plain.exec_prefix("c")) == host
