@@ -25,8 +25,15 @@ from synclab.transport.link import KIND_NAMES, ByteMeter, Link, NullMeter
 from synclab.transport.shaper import LinkShaper
 from synclab.transport.scheduler import SchedulerGroup
 from synclab.transport.spans import SpanLog
-from synclab.wire import pb, rpc
-from synclab.wire.channels import caller_node, make_server, open_channel
+from synclab.wire import pb
+from synclab.wire.channels import (
+    caller_node,
+    make_server,
+    open_channel,
+    open_stream,
+    peer_stream_handlers,
+    ps_stream_handlers,
+)
 from synclab.wire.frames import FrameError, MessageLimits, Reassembler, Received
 
 log = logging.getLogger(__name__)
@@ -70,9 +77,9 @@ class NodeTransport:
         server = make_server(self._token, self._max_streams, self.chunk_bytes,
                              keepalive_scale=self.keepalive_scale)
         if ps:
-            rpc.add_ParameterServerServicer_to_server(_PsServicer(self, pull_handler), server)
+            server.add_generic_rpc_handlers((ps_stream_handlers(self._accept_stream, self._pull(pull_handler)),))
         if peer:
-            rpc.add_PeerServicer_to_server(_PeerServicer(self), server)
+            server.add_generic_rpc_handlers((peer_stream_handlers(self._accept_stream),))
         bound = server.add_insecure_port(f"{host}:{port}")
         if bound == 0:
             raise OSError(f"{self.name}: cannot bind the data-plane server to {host}:{port}")
@@ -152,9 +159,8 @@ class NodeTransport:
             raise PeerUnreachable(f"{self.name}: {peer} at {address} is unreachable "
                                   f"(no connection within {self.connect_timeout_s:g} s)") from None
         self._channels.append(channel)
-        stub = rpc.ParameterServerStub(channel) if service == "ps" else rpc.PeerStub(channel)
         link = self._new_link(peer)
-        responses = stub.Stream(link.frames())
+        responses = open_stream(channel, service)(link.frames())
         reader = threading.Thread(target=self._read, args=(peer, responses, None), name=f"rx-{self.name}-{peer}",
                                   daemon=True)
         reader.start()
@@ -192,26 +198,13 @@ class NodeTransport:
         for ch in self._channels:
             ch.close()
 
+    @staticmethod
+    def _pull(handler: PullHandler | None) -> PullHandler:
+        def pull(request, context):
+            if handler is None:
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, "this node holds no parameters")
+            return handler(request, context)
+        return pull
+
     def _log_error(self, peer: str, err: BaseException) -> None:
         log.error("%s: stream with %s failed: %s", self.name, peer, err)
-
-
-class _PeerServicer(rpc.PeerServicer):
-    def __init__(self, transport: NodeTransport):
-        self._t = transport
-
-    def Stream(self, request_iterator, context):
-        return self._t._accept_stream(request_iterator, context)
-
-
-class _PsServicer(rpc.ParameterServerServicer):
-    def __init__(self, transport: NodeTransport, pull_handler: PullHandler | None):
-        self._t, self._pull = transport, pull_handler
-
-    def Stream(self, request_iterator, context):
-        return self._t._accept_stream(request_iterator, context)
-
-    def Pull(self, request, context):
-        if self._pull is None:
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, "this node holds no parameters")
-        return self._pull(request, context)

@@ -25,6 +25,8 @@ import hmac
 
 import grpc
 
+from synclab.wire import pb
+from synclab.wire.codec import decode_frame, encode_frame
 from synclab.wire.frames import DEFAULT_CHUNK_BYTES, HEADER_SLACK_BYTES
 
 TOKEN_KEY = "x-synclab-token"
@@ -145,3 +147,33 @@ def make_server(token: str, max_workers: int, chunk_bytes: int = DEFAULT_CHUNK_B
                        maximum_concurrent_rpcs=None)
 
 
+
+
+# -- the data plane's streams, with the frame codec (synclab.wire.codec) instead of generated serializers --------
+# The method paths are the ones the generated code of protos/synclab/v1/synclab.proto uses: same contract, same
+# bytes; only the copies differ.
+PEER_SERVICE = "synclab.v1.Peer"
+PS_SERVICE = "synclab.v1.ParameterServer"
+
+
+def peer_stream_handlers(stream) -> grpc.GenericRpcHandler:
+    """``Peer.Stream`` served by ``stream(request_iterator, context)``."""
+    return grpc.method_handlers_generic_handler(PEER_SERVICE, {
+        "Stream": grpc.stream_stream_rpc_method_handler(stream, request_deserializer=decode_frame,
+                                                        response_serializer=encode_frame)})
+
+
+def ps_stream_handlers(stream, pull) -> grpc.GenericRpcHandler:
+    """``ParameterServer.Stream`` and the unary-request ``Pull`` (both answer with frames)."""
+    return grpc.method_handlers_generic_handler(PS_SERVICE, {
+        "Stream": grpc.stream_stream_rpc_method_handler(stream, request_deserializer=decode_frame,
+                                                        response_serializer=encode_frame),
+        "Pull": grpc.unary_stream_rpc_method_handler(pull, request_deserializer=pb.PullRequest.FromString,
+                                                     response_serializer=encode_frame)})
+
+
+def open_stream(channel: grpc.Channel, service: str):
+    """The callable that opens ``service``'s ('ps' or 'peer') long-lived frame stream on ``channel``."""
+    name = PS_SERVICE if service == "ps" else PEER_SERVICE
+    return channel.stream_stream(f"/{name}/Stream", request_serializer=encode_frame,
+                                 response_deserializer=decode_frame)

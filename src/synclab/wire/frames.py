@@ -23,6 +23,7 @@ from typing import Iterator
 import torch
 
 from synclab.wire import pb
+from synclab.wire.codec import WireFrame, frame_for
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 # Room for the header on top of a full chunk when sizing gRPC message limits.
@@ -137,14 +138,16 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(t.view(torch.uint8).numpy()).cast("B") if t.numel() else memoryview(b"")
 
 
-def chunk_frames(msg: Message, sender: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[pb.Frame]:
-    """Yield the frames of ``msg``; at least one frame even for an empty payload."""
+def chunk_frames(msg: Message, sender: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Iterator[WireFrame]:
+    """Yield the frames of ``msg``, encoded as each is made (:mod:`synclab.wire.codec`): the tensor's bytes are
+    read when its chunk is cut, so a sender may reuse the tensor once the message's future has resolved. At
+    least one frame, even for an empty payload."""
     if chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
     mid = msg.mid
     if msg.tensor is None:
-        yield pb.Frame(header=pb.FrameHeader(kind=mid.kind, key=mid.key, slice=mid.slice, iteration=mid.iteration,
-                                             priority=msg.priority, tag=mid.tag, sender=sender))
+        yield frame_for(pb.FrameHeader(kind=mid.kind, key=mid.key, slice=mid.slice, iteration=mid.iteration,
+                                       priority=msg.priority, tag=mid.tag, sender=sender))
         return
     data = tensor_bytes(msg.tensor)
     total = len(data)
@@ -156,7 +159,7 @@ def chunk_frames(msg: Message, sender: str, chunk_bytes: int = DEFAULT_CHUNK_BYT
         if i == 0:
             hdr.dtype = dtype_to_pb(msg.tensor.dtype)
             hdr.shape.extend(msg.tensor.shape)
-        yield pb.Frame(header=hdr, payload=bytes(data[lo:lo + chunk_bytes]))
+        yield frame_for(hdr, data[lo:lo + chunk_bytes])  # the chunk's one copy, from the tensor's memory
 
 
 @dataclass(slots=True)
@@ -196,7 +199,7 @@ class Reassembler:
         self._partial: dict[MessageId, _Partial] = {}
         self._staged_bytes = 0  # buffers of unfinished messages, plus MESSAGE_OVERHEAD_BYTES each
 
-    def add(self, frame: pb.Frame) -> Received | None:
+    def add(self, frame: WireFrame | pb.Frame) -> Received | None:
         h = frame.header
         mid = MessageId(h.kind, h.key, h.slice, h.iteration, h.tag)
         payload = frame.payload

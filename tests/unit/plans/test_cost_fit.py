@@ -98,10 +98,12 @@ def test_record_is_plain_json():
 
 # Property: timings generated from known a, b (Fig. 4 scale: a ~ 0.1-10 ms, b ~ 1/(0.1-10 Gbit/s)) over six sizes
 # spaced as `fit_sizes` spaces them, five repeats each with up to ±5 % multiplicative noise plus one repeat in
-# five slowed down up to 10x: the fit never raises, a and b are >= 0, and b is within 10 % of the truth
-# (a within 10 % of the truth or 10 % of the largest time, whichever is larger: a is small beside b*M at the
-# larger sizes, so relative noise there swamps it).
-@settings(max_examples=200, deadline=None)
+# five slowed down up to 10x: the fit never raises, a and b are >= 0, b is within 10 % of the truth or of the
+# largest time over the largest size, whichever is larger (where a is as large as b*M at the largest size, the
+# ±5 % noise on that time moves the slope by more than 10 % of b), and a within 10 % of the truth or of the
+# largest time (a is small beside b*M at the larger sizes, so relative noise there swamps it). Derandomized, so
+# CI sees the same examples every run.
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(a=st.floats(1e-4, 1e-2), gbit=st.floats(0.1, 10.0), seed=st.integers(0, 2**32 - 1))
 def test_noisy_timings_recover_a_and_b(a, gbit, seed):
     b = 8 / (gbit * 1e9)  # seconds per byte
@@ -115,8 +117,9 @@ def test_noisy_timings_recover_a_and_b(a, gbit, seed):
         times += reps
     fit = fit_cost_model(sizes, times)
     assert fit.model.a >= 0 and fit.model.b > 0
-    assert fit.model.b == pytest.approx(b, rel=0.10)
-    assert abs(fit.model.a - a) <= max(0.10 * a, 0.10 * (a + b * sizes_bytes[-1]))
+    largest = a + b * sizes_bytes[-1]
+    assert abs(fit.model.b - b) <= max(0.10 * b, 0.10 * largest / sizes_bytes[-1])
+    assert abs(fit.model.a - a) <= max(0.10 * a, 0.10 * largest)
 
 
 @settings(max_examples=200, deadline=None)

@@ -91,10 +91,17 @@ def test_unreachable_peer_fails_within_timeout():
         a.connect("ghost", "127.0.0.1:1", "peer")
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_ring_allreduce_over_real_streams(world):
+@pytest.mark.parametrize("world,slow_rank0", [(2, False), (3, False), (3, True), (4, True)])
+def test_ring_allreduce_over_real_streams(world, slow_rank0):
+    """With ``slow_rank0`` rank 0's egress is paced at 20 Mbit/s, so its segment sends queue while the ring goes
+    on: segments are sent as views, and the ring must not overwrite one before its chunks are cut, nor return
+    (the caller zeroes the tensor at once) before every send is."""
+    from synclab.transport.shaper import LinkShaper
+
     inboxes = [Inbox() for _ in range(world)]
-    nodes = [NodeTransport(f"w{r}", TOKEN, on_message=inboxes[r].deliver, chunk_bytes=16 << 10) for r in range(world)]
+    nodes = [NodeTransport(f"w{r}", TOKEN, on_message=inboxes[r].deliver, chunk_bytes=16 << 10,
+                           shaper=LinkShaper(rate_bps=20e6) if slow_rank0 and r == 0 else None)
+             for r in range(world)]
     ports = [n.serve("127.0.0.1", 0, peer=True) for n in nodes]
     links = [nodes[r].connect(f"w{(r + 1) % world}", f"127.0.0.1:{ports[(r + 1) % world]}", "peer")
              for r in range(world)]
@@ -103,8 +110,10 @@ def test_ring_allreduce_over_real_streams(world):
     results = [None] * world
 
     def run(r):
-        results[r] = ring_allreduce_(data[r].clone(), rank=r, world=world, key="g", iteration=1, to_next=links[r],
-                                     inbox=inboxes[r], prev_name=f"w{(r - 1) % world}")
+        flat = ring_allreduce_(data[r].clone(), rank=r, world=world, key="g", iteration=1, to_next=links[r],
+                               inbox=inboxes[r], prev_name=f"w{(r - 1) % world}")
+        results[r] = flat.clone()
+        flat.zero_()  # a send still reading ``flat`` would now carry zeros
 
     threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
     for t in threads:
