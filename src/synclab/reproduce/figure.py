@@ -10,7 +10,13 @@ from synclab.reproduce.schema import Target
 
 
 def _num(v: Any) -> float:
-    return float(v)
+    """An axis value as a number; rates such as '2667mbit' become Gbit/s."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        from synclab.config.units import parse_rate_bps
+
+        return parse_rate_bps(str(v)) / 1e9
 
 
 def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
@@ -68,7 +74,15 @@ def draw(target: Target, records: list[dict[str, Any]], path: Path, *, quick: bo
         if f.logx:
             ax.set_xscale("log", base=2 if f.layout == "lines" else 10)
         if f.logy:
+            from matplotlib.ticker import ScalarFormatter
+
             ax.set_yscale("log")
+            if f.layout == "lines":
+                ax.yaxis.set_major_formatter(ScalarFormatter())
+        if f.logx and f.layout == "lines":
+            from matplotlib.ticker import ScalarFormatter
+
+            ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.set_xlabel(f.xlabel or f.x)
         ax.set_ylabel(f.ylabel or f.y)
         ax.grid(True, alpha=0.3)
@@ -76,7 +90,8 @@ def draw(target: Target, records: list[dict[str, Any]], path: Path, *, quick: bo
         if panel:
             ax.set_title(f"{f.panel.rsplit('.', 1)[-1]} = {panel}", fontsize=9)
     form = "quick form" if quick else "full form"
-    fig.suptitle(f"{target.paper} {target.figure}: {target.title} — SyncLab {form}", fontsize=10)
+    fig.suptitle(f"{target.paper} {target.figure}: {target.title}\nSyncLab {form} (hollow markers / dashed: the paper)",
+                 fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     return path

@@ -89,7 +89,7 @@ def metrics_of(summary: dict, plan: dict | None, dilation: float) -> dict[str, A
     fit = (plan or {}).get("cost_fit") or {}
     if plan and "a" in plan and "b" in plan:
         row["fit_a_s"], row["fit_b_s_per_byte"] = plan["a"] / dilation, plan["b"] / dilation
-        row["fit_r2"] = fit.get("r2")
+        row["fit_a_host_s"], row["fit_r2"] = plan["a"], fit.get("r2")
     groups = (plan or {}).get("groups")
     if groups is not None:
         row["merged_groups"] = len(groups)
@@ -120,6 +120,7 @@ def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: C
         f = plan["cost_fit"]
         extra["fit_sizes_bytes"] = f["sizes"]
         extra["fit_median_s"] = [t / point.dilation for t in f["median_seconds"]]
+        row["smallest_allreduce_s"] = extra["fit_median_s"][0]  # a without the fit's leverage
     return {"metrics": row, "extra": extra}
 
 

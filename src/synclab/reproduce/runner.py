@@ -59,6 +59,14 @@ def read_points_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def _judge(claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return judge(claim, rows)
+    except ValueError as e:  # a metric the points do not have: say so rather than stop the whole target
+        return {"id": claim.id, "quote": claim.quote, "source": claim.source, "paper_value": claim.paper_value,
+                "unit": claim.unit, "synclab_value": None, "verdict": "not run", "why": str(e)}
+
+
 def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: list[str] = (),
                run_point: PointRunner | None = None, console=None) -> dict[str, Any]:
     """Run (or resume) one target; returns the verdict written to ``out/verdict.json``."""
@@ -103,7 +111,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
     write_points_csv(out / "points.csv", records)
     rows = [{**r["values"], **r["metrics"]} for r in records]
     png = draw(target, records, out / f"{target.id}.png", quick=quick)
-    claims = [judge(c, rows) for c in target.claims]
+    claims = [_judge(c, rows) for c in target.claims]
     form = target.form(quick)
     verdict = {
         "target": target.id, "paper": target.paper, "figure": target.figure, "title": target.title,
