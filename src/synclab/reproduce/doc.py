@@ -13,8 +13,7 @@ from typing import Any
 def _num(v: Any) -> str:
     if v is None:
         return "—"
-    v = float(v)
-    return f"{v:.3g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.3g}"
+    return f"{float(v):.3g}"
 
 
 def _minutes(seconds: float) -> str:
@@ -27,7 +26,29 @@ def collect(out_dirs: list[Path]) -> list[tuple[dict[str, Any], Path]]:
     return sorted(found, key=lambda vd: vd[0]["target"])
 
 
-def _section(v: dict[str, Any], figure: str | None) -> list[str]:
+SHOWN = ("iteration_s", "compute_s", "comm_wait_s", "throughput", "speedup", "fit_a_s", "fit_b_s_per_byte",
+         "smallest_allreduce_s", "merged_groups", "dilation")
+
+
+def _points_table(out: Path, axes: list[str]) -> list[str]:
+    """The measured points (from points.csv) with the metrics that explain the verdicts."""
+    import csv
+
+    path = out / "points.csv"
+    if not path.exists():
+        return []
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    cols = [c for c in SHOWN if any(r.get(c) not in (None, "") for r in rows)]
+    lines = ["Measured points (`points.csv`; times in emulated or simulated seconds):", "",
+             "| " + " | ".join([*axes, *cols, "host s"]) + " |", "|" + "---|" * (len(axes) + len(cols) + 1)]
+    for r in rows:
+        lines.append("| " + " | ".join([*(r[a] for a in axes), *(_num(r[c]) if r[c] else "—" for c in cols),
+                                        r["host_seconds"]]) + " |")
+    return lines + [""]
+
+
+def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
     lines = [f"## {v['paper']} {v['figure']} — {v['title']} (`{v['target']}`, {v['form']} form)", "",
              f"**Compares:** {v['compares']}", "", f"**Setting:** {v['setting']}", ""]
     if v.get("calibration"):
@@ -37,16 +58,24 @@ def _section(v: dict[str, Any], figure: str | None) -> list[str]:
         lines += [f"**Simulated per-message start-up:** {v['startup_s'] * 1e6:.3g} µs", ""]
     axes = "; ".join(f"`{k}` ∈ {{{', '.join(str(x) for x in vals)}}}" for k, vals in v["axes"].items())
     dil = sorted(set(v["dilation"].values()))
-    lines += [f"**Points ({v['form']} form):** {axes} — {v['points']} points, dilation D = "
-              f"{', '.join(str(d) for d in dil)} (rule: concurrent emulated traffic / D ≤ 1.5 Gbit/s). "
+    time_note = ("simulated clock (no dilation)" if v.get("engine") == "simulate" else
+                 f"dilation D = {', '.join(str(d) for d in dil)} (rule: concurrent emulated traffic / D ≤ 1.5 Gbit/s)")
+    lines += [f"**Points ({v['form']} form):** {axes} — {v['points']} points, {time_note}. "
               f"Host time {_minutes(v['host_seconds'])} (estimate {_minutes(v['estimate_s'])}); "
               f"command `{v['command']}`.", ""]
+    full = v.get("full_form")
+    if v["form"] == "quick" and full:
+        axes = "; ".join(f"`{k}` ∈ {{{', '.join(str(x) for x in vals)}}}" for k, vals in full["axes"].items())
+        extra = f" with {', '.join(f'`{x}`' for x in full['set'])}" if full["set"] else ""
+        lines += [f"**Full form (not run yet):** `{full['command']}` — {axes}{extra}; estimated host time "
+                  f"{_minutes(full['estimate_s'])}.", ""]
     lines += ["| claim | source | paper | SyncLab | verdict |", "|---|---|---|---|---|"]
     for c in v["claims"]:
         unit = f" {c['unit']}" if c.get("unit") else ""
         lines.append(f"| {c['id']}: “{c['quote']}” | {c['source']} | {_num(c['paper_value'])}{unit} | "
                      f"{_num(c['synclab_value'])}{unit} | **{c['verdict']}** |")
-    lines += ["", f"**Verdict: {v['verdict']}.**", ""]
+    lines += [""] + _points_table(out, list(v["axes"]))
+    lines += [f"**Verdict: {v['verdict']}.**", ""]
     for c in v["claims"]:
         lines.append(f"* `{c['id']}` — {c['verdict']}: {c['why']}")
     if v.get("failures"):
@@ -86,7 +115,7 @@ def render(found: list[tuple[dict[str, Any], Path]], doc: Path, *, missing: list
             name = f"{v['target']}-{v['form']}.png"
             shutil.copyfile(png, fig_dir / name)
             figure = f"reproduction/{name}"
-        lines += _section(v, figure)
+        lines += _section(v, figure, d)
     text = "\n".join(lines)
     doc.write_text(text)
     return text

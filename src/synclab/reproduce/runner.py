@@ -124,6 +124,8 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         "points": len(points), "points_reused": reused, "failures": failures,
         "dilation": {r["id"]: r["dilation"] for r in records},
         "host_seconds": sum(r["host_seconds"] for r in records), "estimate_s": form.estimate_s,
+        "full_form": {"command": f"synclab reproduce {target.id}", "axes": target.full.axes,
+                      "set": target.full.set, "estimate_s": target.full.estimate_s},
         "claims": claims, "verdict": summarize(claims) if not failures else "failed",
         "figure_file": png.name, "notes": target.notes,
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
