@@ -394,6 +394,15 @@ def _register_simulate() -> None:
 
 _register_simulate()
 
+
+def _register_reproduce() -> None:
+    from synclab.cli.reproduce import reproduce
+
+    app.command("reproduce")(reproduce)
+
+
+_register_reproduce()
+
 dashboards_app = typer.Typer(no_args_is_help=True, help="The Grafana dashboards without Grafana: render them "
                                                          "from a live Prometheus.")
 app.add_typer(dashboards_app, name="dashboards")

@@ -1,0 +1,106 @@
+"""``synclab reproduce``: list, run and document the paper-reproduction targets (experiments/reproduce/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+console = Console(stderr=True)
+
+
+def _root() -> Path:
+    """The repository root: the nearest parent of the working directory with experiments/reproduce."""
+    for d in [Path.cwd(), *Path.cwd().parents]:
+        if (d / "experiments" / "reproduce").is_dir():
+            return d
+    here = Path(__file__).resolve().parents[3]
+    if (here / "experiments" / "reproduce").is_dir():
+        return here
+    console.print("[bold red]error:[/] no experiments/reproduce/ here or above; run from the repository")
+    raise typer.Exit(2)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see --list)."),
+              list_: bool = typer.Option(False, "--list", help="List the targets and exit."),
+              quick: bool = typer.Option(False, "--quick", help="Run the target's quick form (fewer points)."),
+              out: Optional[Path] = typer.Option(None, "--out", help="Output directory "
+                                                 "(default runs/reproduce/TARGET[-quick]); resumable."),
+              set_: list[str] = typer.Option([], "--set", help="Extra spec override KEY=VALUE for every point."),
+              doc: bool = typer.Option(False, "--doc", help="Write docs/REPRODUCTION.md from the verdicts of "
+                                       "runs/reproduce/* (the full form's when present, else the quick one's).")):
+    """Reproduce a paper figure: run its sweep, draw it beside the paper's numbers, judge each claim."""
+    from synclab.reproduce.schema import TargetError, load_target, load_targets, target_dir
+
+    root = _root()
+    try:
+        targets = load_targets(root)
+    except TargetError as e:
+        _fail(str(e))
+    if list_:
+        from rich.table import Table
+
+        t = Table(title="reproduction targets (experiments/reproduce/)")
+        for col in ("target", "paper", "figure", "compares", "engine", "quick", "full"):
+            t.add_column(col)
+        for x in targets:
+            t.add_row(x.id, x.paper, x.figure, x.compares, x.engine,
+                      f"{len(_points(x.quick))} pts, ~{_minutes(x.quick.estimate_s)}",
+                      f"{len(_points(x.full))} pts, ~{_minutes(x.full.estimate_s)}")
+        Console(width=160).print(t)
+        return
+    if doc:
+        from synclab.reproduce.doc import collect, render
+        from synclab.reproduce.runner import default_out
+
+        dirs = []
+        for x in targets:
+            full, fast = default_out(root, x, False), default_out(root, x, True)
+            dirs.append(full if (full / "verdict.json").exists() else fast)
+        found = collect(dirs)
+        have = {v["target"] for v, _ in found}
+        path = root / "docs" / "REPRODUCTION.md"
+        render(found, path, missing=[x.id for x in targets if x.id not in have])
+        console.print(f"wrote {path} ({len(found)} target(s) with a verdict)")
+        return
+    if target is None:
+        _fail("name a TARGET, or use --list / --doc")
+    path = target_dir(root) / f"{target}.yaml"
+    if not path.exists():
+        _fail(f"no target {target!r}; have: {', '.join(x.id for x in targets)}")
+    from synclab.reproduce.runner import default_out, run_target
+
+    t = load_target(path)
+    out_dir = out or default_out(root, t, quick)
+    v = run_target(t, root, out_dir, quick=quick, extra=list(set_), console=console)
+    from rich.table import Table
+
+    table = Table(title=f"{t.paper} {t.figure} ({v['form']} form): {v['verdict']}")
+    for col in ("claim", "paper", "SyncLab", "verdict"):
+        table.add_column(col)
+    for c in v["claims"]:
+        s = "—" if c["synclab_value"] is None else f"{c['synclab_value']:.3g}"
+        table.add_row(c["id"], f"{c['paper_value']:.3g} {c['unit']}", f"{s} {c['unit']}", c["verdict"])
+    Console(width=140).print(table)
+    console.print(f"{out_dir}: points.csv, {v['figure_file']}, verdict.json "
+                  f"({v['points_reused']} of {v['points']} points kept from before; host {_minutes(v['host_seconds'])})")
+    if v["failures"]:
+        raise typer.Exit(1)
+
+
+def _points(form) -> list:
+    n = 1
+    for values in form.axes.values():
+        n *= len(values)
+    return [None] * n

@@ -1,0 +1,90 @@
+"""GPU calibration (``profiles/calibration.yaml``) and the dilation rule, for reproduction runs.
+
+* ``compute.scale`` = the calibrated GPU seconds of one iteration / the checked-in CPU profile's
+  forward + backward seconds (caveat C1: one factor for every layer, so per-layer ratios stay the CPU's).
+* Dilation rule (reproduction-targets.md, conventions): the smallest power of two D such that the
+  emulated traffic that may flow at the same time — worst case the sum of every node's link rate —
+  divided by D stays at or below 1.5 Gbit/s, what Python gRPC on the 2-core host moves with room.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+HOST_BUDGET_BPS = 1.5e9  # what the host may be asked to move at once (README: gRPC ~2.3-2.9 Gbit/s on 2 cores)
+MAX_DILATION = 1000      # RunSpec.dilation's bound
+
+
+class CalibrationEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    gpu: str
+    batch_size: int = Field(gt=0)
+    seconds: float = Field(gt=0, description="one iteration's forward + backward on that GPU")
+    kind: str = Field(description="measured | derived (arithmetic on a paper's numbers) | external")
+    source: str
+
+
+class CalibrationTable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    entries: list[CalibrationEntry]
+
+    def find(self, model: str, gpu: str, batch_size: int) -> CalibrationEntry:
+        for e in self.entries:
+            if (e.model, e.gpu, e.batch_size) == (model, gpu, batch_size):
+                return e
+        have = ", ".join(f"{e.model}/{e.gpu}/b{e.batch_size}" for e in self.entries)
+        raise KeyError(f"no calibration for {model} on {gpu} at batch {batch_size} (have: {have})")
+
+
+def load_calibration(path: Path) -> CalibrationTable:
+    try:
+        return CalibrationTable.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as e:
+        where = "; ".join(".".join(str(p) for p in err["loc"]) + f": {err['msg']}" for err in e.errors())
+        raise ValueError(f"{path}: {where}") from None
+
+
+@dataclass(frozen=True)
+class Scale:
+    entry: CalibrationEntry
+    profile: str
+    profile_seconds: float
+
+    @property
+    def scale(self) -> float:
+        return self.entry.seconds / self.profile_seconds
+
+    def describe(self) -> str:
+        return (f"{self.entry.model} b{self.entry.batch_size} on {self.entry.gpu}: {self.entry.seconds:.3f} s "
+                f"({self.entry.kind}) / {self.profile} {self.profile_seconds:.2f} s = compute.scale "
+                f"{self.scale:.5f}")
+
+
+def compute_scale(entry: CalibrationEntry) -> Scale:
+    """The scale that turns the checked-in CPU profile of ``entry``'s model and batch into its GPU time."""
+    from synclab.compute.profile import available_profiles, load_model_profile
+
+    for model, batch, device, path in available_profiles(entry.model):
+        if batch == entry.batch_size and device == "cpu":
+            p = load_model_profile(path)
+            return Scale(entry, path.name, p.iteration_seconds)
+    raise KeyError(f"no checked-in CPU profile of {entry.model} at batch {entry.batch_size}")
+
+
+def dilation_for(concurrent_bps: float, budget_bps: float = HOST_BUDGET_BPS) -> int:
+    """Smallest power of two D with concurrent_bps / D <= budget_bps (1 when already below)."""
+    if concurrent_bps <= 0:
+        raise ValueError(f"concurrent traffic must be > 0, got {concurrent_bps}")
+    d = 1
+    while concurrent_bps / d > budget_bps:
+        d *= 2
+    if d > MAX_DILATION:
+        raise ValueError(f"{concurrent_bps / 1e9:.1f} Gbit/s needs D={d} > {MAX_DILATION}: too big for this host")
+    return d

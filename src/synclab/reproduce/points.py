@@ -1,0 +1,138 @@
+"""Sweep points of a target and the two ways to run one: the emulator (``synclab run`` in a child
+process, the real cluster) or the simulator (:mod:`synclab.sim`, in process). A point's metrics are
+read back from its run records (summary.json, plan.json) only, never computed elsewhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from synclab.reproduce.calibration import Scale, dilation_for
+from synclab.reproduce.schema import Scalar, Target
+
+
+@dataclass
+class Point:
+    """One run of a sweep: its axis values and every override handed to the spec."""
+
+    index: int
+    values: dict[str, Scalar]
+    overrides: list[str]
+    dilation: int = 1
+    concurrent_bps: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        text = "_".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in self.values.items())
+        return re.sub(r"[^A-Za-z0-9=._-]", "-", text)
+
+
+def _nodes(target: Target, root: Path, overrides: list[str]) -> tuple[int, float | None]:
+    """(nodes that own a link, link rate in bit/s) of the spec with ``overrides``."""
+    from synclab.config import load_spec, parse_override
+
+    spec = load_spec(root / target.spec, [parse_override(o) for o in overrides])
+    link = spec.network.link_profile()
+    rate = None if link is None else link.rate_bps
+    return spec.n_workers + spec.n_ps, rate
+
+
+def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: list[str] = ()) -> list[Point]:
+    """The points of the chosen form, in order, each with its compute.scale and dilation set."""
+    form = target.form(quick)
+    keys = list(form.axes)
+    points = []
+    for i, combo in enumerate(itertools.product(*(form.axes[k] for k in keys))):
+        values = dict(zip(keys, combo, strict=True))
+        overrides = [*target.set, *form.set, *(f"{k}={v}" for k, v in values.items())]
+        for w in target.when:
+            if all(str(values.get(k)) == str(v) for k, v in w.where.items()):
+                overrides += w.set
+        if scale is not None:
+            overrides.append(f"compute.scale={scale.scale:.6g}")
+        overrides += list(extra)
+        p = Point(i, values, overrides)
+        if target.engine == "emulate" and target.dilation == "rule":
+            nodes, rate = _nodes(target, root, overrides)
+            if rate:
+                p.concurrent_bps = nodes * rate
+                p.dilation = dilation_for(p.concurrent_bps)
+                p.overrides.append(f"run.dilation={p.dilation}")
+                p.notes.append(f"D={p.dilation}: {nodes} nodes x {rate / 1e9:g} Gbit/s = "
+                               f"{p.concurrent_bps / 1e9:g} Gbit/s at once, / D = "
+                               f"{p.concurrent_bps / p.dilation / 1e9:.2f} Gbit/s on the host (rule: <= 1.5)")
+        points.append(p)
+    return points
+
+
+def metrics_of(summary: dict, plan: dict | None, dilation: float) -> dict[str, Any]:
+    """The scalar metrics of one run; fitted a, b converted to emulated seconds (host / D)."""
+    it = summary["iteration_seconds"]["mean"]
+    compute = summary.get("compute_seconds_mean")
+    workers = summary.get("workers")
+    row: dict[str, Any] = {
+        "iteration_s": it, "throughput": summary.get("throughput_samples_per_s"), "compute_s": compute,
+        "comm_wait_s": summary.get("comm_wait_seconds_mean"), "workers": workers,
+        # MG-WFBP Fig. 10's speedup: N x single-worker compute time / iteration time
+        "speedup": workers * compute / it if workers and compute and it else None,
+        "dilation": dilation,
+    }
+    fit = (plan or {}).get("cost_fit") or {}
+    if plan and "a" in plan and "b" in plan:
+        row["fit_a_s"], row["fit_b_s_per_byte"] = plan["a"] / dilation, plan["b"] / dilation
+        row["fit_a_host_s"], row["fit_r2"] = plan["a"], fit.get("r2")
+    groups = (plan or {}).get("groups")
+    if groups is not None:
+        row["merged_groups"] = len(groups)
+    return row
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: Callable[[str], None]) -> dict:
+    """``synclab run`` in a child process (it inherits this environment, PYTHONPATH included)."""
+    cmd = [sys.executable, "-m", "synclab", "run", str(root / target.spec), "--out", str(run_dir), "--no-report"]
+    for o in point.overrides:
+        cmd += ["--set", o]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=dict(os.environ))
+    (run_dir / "reproduce.log").write_text(r.stdout + r.stderr)
+    if r.returncode:
+        tail = (r.stdout + r.stderr).strip().splitlines()[-3:]
+        raise RuntimeError(f"point {point.id}: synclab run exited {r.returncode}: {' | '.join(tail)}")
+    summary = _read_json(run_dir / "summary.json")
+    if summary is None:
+        raise RuntimeError(f"point {point.id}: no summary.json in {run_dir}")
+    plan = _read_json(run_dir / "plan.json")
+    row = metrics_of(summary, plan, point.dilation)
+    extra = {}
+    if plan and plan.get("cost_fit", {}).get("sizes"):
+        f = plan["cost_fit"]
+        extra["fit_sizes_bytes"] = f["sizes"]
+        extra["fit_median_s"] = [t / point.dilation for t in f["median_seconds"]]
+        row["smallest_allreduce_s"] = extra["fit_median_s"][0]  # a without the fit's leverage
+    return {"metrics": row, "extra": extra}
+
+
+def run_simulated(target: Target, root: Path, point: Point, run_dir: Path, log: Callable[[str], None]) -> dict:
+    """One simulation (:func:`synclab.sim.run.simulate`), records written as ``synclab simulate`` does."""
+    from synclab.sim.records import write_run
+    from synclab.sim.run import DEFAULT_STARTUP_S, load_for_simulation, simulate
+
+    spec, workers = load_for_simulation(root / target.spec, point.overrides)
+    startup = DEFAULT_STARTUP_S if target.startup_s is None else target.startup_s
+    summary = write_run(simulate(spec, startup_s=startup, workers=workers, record_events=False), run_dir)
+    return {"metrics": metrics_of(summary, summary.get("merge_plan"), 1.0), "extra": {}}
+
+
+RUNNERS = {"emulate": run_emulated, "simulate": run_simulated}

@@ -1,0 +1,179 @@
+"""The reproduction-target file (``experiments/reproduce/<id>.yaml``): a paper figure as data.
+
+A target names the paper, figure and setting, the base spec and the overrides every point shares,
+the calibration it replays compute at, the sweep (full and quick forms), the numbers the paper
+quotes (with where they stand) and the claims to judge. Everything is validated here, at the edge:
+an unknown or malformed key is a :class:`TargetError` naming the file and the dotted key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Scalar = str | int | float | bool
+
+
+class TargetError(ValueError):
+    """A target file that cannot be used; the message names the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Calibration(_Strict):
+    """Which row of ``profiles/calibration.yaml`` sets ``compute.scale`` (§1 of the targets catalogue)."""
+
+    model: str
+    gpu: str
+    batch_size: int = Field(gt=0)
+
+
+class Form(_Strict):
+    """One form of the sweep: the cartesian product of ``axes`` (dotted spec keys -> values)."""
+
+    axes: dict[str, list[Scalar]] = Field(min_length=1)
+    set: list[str] = Field(default_factory=list, description="extra KEY=VALUE for this form only")
+    estimate_s: float = Field(gt=0, description="estimated host seconds for the whole form on the 2-core VM")
+
+    @field_validator("axes")
+    @classmethod
+    def _non_empty(cls, v: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
+        for key, values in v.items():
+            if not values:
+                raise ValueError(f"axis {key!r} has no values")
+        return v
+
+
+class When(_Strict):
+    """Overrides only for the points whose axis values match ``where`` (e.g. one strategy's options)."""
+
+    where: dict[str, Scalar] = Field(min_length=1)
+    set: list[str] = Field(min_length=1)
+
+
+class Selector(_Strict):
+    """One point of the sweep by some of its axis values, and the metric read there."""
+
+    where: dict[str, Scalar]
+    metric: str
+
+
+class Judge(_Strict):
+    """reproduced: |SyncLab/paper - 1| <= ``within``; partly: within ``partly_factor`` of the paper's
+    value, or (``same_side_of_one``) a ratio on the same side of 1 as the paper's; else not."""
+
+    within: float = Field(0.15, gt=0)
+    partly_factor: float | None = Field(None, gt=1)
+    same_side_of_one: bool = False
+
+
+class Claim(_Strict):
+    """A number the paper states (or that follows from its numbers by stated arithmetic)."""
+
+    id: str
+    quote: str
+    source: str
+    paper_value: float
+    unit: str = ""
+    kind: Literal["value", "ratio"] = "value"
+    value: Selector | None = None
+    num: Selector | None = None
+    den: Selector | None = None
+    scale: float = Field(1.0, description="SyncLab value x scale before comparing (unit conversion)")
+    judge: Judge = Field(default_factory=Judge)
+    caveat: str = Field("", description="what, known before running, makes SyncLab differ (C1-C5)")
+
+    @model_validator(mode="after")
+    def _selectors(self) -> Claim:
+        if self.kind == "value" and self.value is None:
+            raise ValueError("kind 'value' needs 'value' (where + metric)")
+        if self.kind == "ratio" and (self.num is None or self.den is None):
+            raise ValueError("kind 'ratio' needs 'num' and 'den'")
+        return self
+
+
+class PaperPoint(_Strict):
+    """A number the text gives that can be drawn in the figure beside SyncLab's."""
+
+    series: str
+    x: float
+    y: float
+    source: str
+
+
+class Figure(_Strict):
+    layout: Literal["lines", "fit"]
+    x: str = Field(description="axis key (lines) ")
+    y: str = Field(description="metric drawn")
+    series: str | None = None
+    panel: str | None = Field(None, description="axis key with one panel per value")
+    logx: bool = False
+    logy: bool = False
+    xlabel: str = ""
+    ylabel: str = ""
+    paper_points: list[PaperPoint] = Field(default_factory=list)
+    paper_lines: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="fit layout: label -> (a s, b s/byte) the paper gives")
+
+
+class Target(_Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    paper: str
+    figure: str
+    title: str
+    compares: str
+    setting: str
+    engine: Literal["emulate", "simulate"]
+    spec: str = Field(description="base spec, relative to the repository root")
+    set: list[str] = Field(default_factory=list)
+    when: list[When] = Field(default_factory=list)
+    calibration: Calibration | None = None
+    dilation: Literal["rule", "none"] = "rule"
+    startup_s: float | None = Field(None, ge=0, description="simulate only: per-message start-up cost")
+    full: Form
+    quick: Form
+    figure_spec: Figure = Field(alias="plot")
+    claims: list[Claim] = Field(min_length=1)
+    notes: list[str] = Field(default_factory=list)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def form(self, quick: bool) -> Form:
+        return self.quick if quick else self.full
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def load_target(path: Path | str) -> Target:
+    """Read and validate one target file; :class:`TargetError` names the file and the dotted key."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise TargetError(f"{path}: cannot read: {e}") from None
+    if not isinstance(data, dict):
+        raise TargetError(f"{path}: a target file is a mapping of keys, got {type(data).__name__}")
+    try:
+        target = Target.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{_dotted(err['loc'])}: {err['msg']}" for err in e.errors())
+        raise TargetError(f"{path}: {problems}") from None
+    if target.id != path.stem:
+        raise TargetError(f"{path}: id: {target.id!r} must equal the file name {path.stem!r}")
+    return target
+
+
+def target_dir(root: Path) -> Path:
+    return root / "experiments" / "reproduce"
+
+
+def load_targets(root: Path) -> list[Target]:
+    """Every target under ``experiments/reproduce/``, sorted by id."""
+    return [load_target(p) for p in sorted(target_dir(root).glob("*.yaml"))]

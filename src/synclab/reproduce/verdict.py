@@ -1,0 +1,87 @@
+"""Judging a target's claims against its measured points: ``verdict.json``.
+
+Each claim's SyncLab value is read from the points (a metric at one point, or the ratio of two),
+compared with the paper's number by the claim's judge, and explained by the measured numbers and
+the caveat written down before the run. A claim whose points were not part of this form (quick)
+says so ("not run") instead of guessing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from synclab.reproduce.schema import Claim, Selector
+
+REPRODUCED, PARTLY, NOT, NOT_RUN = "reproduced", "partly", "not", "not run"
+
+
+def _match(row: dict[str, Any], where: dict[str, Any]) -> bool:
+    return all(str(row.get(k)) == str(v) for k, v in where.items())
+
+
+def read(rows: list[dict[str, Any]], sel: Selector) -> float | None:
+    """The metric at the one point ``sel.where`` names (None when that point is not in ``rows``)."""
+    hits = [r for r in rows if _match(r, sel.where)]
+    if len(hits) > 1:
+        raise ValueError(f"selector {sel.where} matches {len(hits)} points; name more axis values")
+    if not hits:
+        return None
+    v = hits[0].get(sel.metric)
+    if v is None or v == "":
+        raise ValueError(f"metric {sel.metric!r} missing at point {sel.where}")
+    return float(v)
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One claim's entry of verdict.json."""
+    out: dict[str, Any] = {"id": claim.id, "quote": claim.quote, "source": claim.source,
+                           "paper_value": claim.paper_value, "unit": claim.unit, "synclab_value": None}
+    if claim.kind == "value":
+        value = read(rows, claim.value)
+    else:
+        num, den = read(rows, claim.num), read(rows, claim.den)
+        value = None if num is None or den is None else num / den
+    if value is None:
+        out.update(verdict=NOT_RUN, why="the points this claim needs are not in this form (run the full form)")
+        return out
+    value *= claim.scale
+    out["synclab_value"] = value
+    p, j = claim.paper_value, claim.judge
+    rel = value / p - 1 if p else math.inf
+    out["relative_difference"] = rel
+    factor = max(value / p, p / value) if value > 0 and p > 0 else math.inf
+    if abs(rel) <= j.within:
+        verdict = REPRODUCED
+        why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%}, within ±{j.within:.0%}"
+    else:
+        same_side = j.same_side_of_one and (value - 1) * (p - 1) > 0
+        near = j.partly_factor is not None and factor <= j.partly_factor
+        verdict = PARTLY if (same_side or near) else NOT
+        why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%} (x{factor:.2g} apart)"
+        if same_side:
+            why += "; same direction as the paper (ratio on the same side of 1), different size"
+        elif near:
+            why += f"; within the factor {j.partly_factor:g} counted as partly"
+        elif j.same_side_of_one:
+            why += "; opposite direction to the paper"
+    if claim.caveat:
+        why += f". Known difference: {claim.caveat.strip()}"
+    out.update(verdict=verdict, why=why)
+    return out
+
+
+def summarize(judged: list[dict[str, Any]]) -> str:
+    """Target-level verdict: reproduced only if every run claim is; not if none is at least partly."""
+    run = [c["verdict"] for c in judged if c["verdict"] != NOT_RUN]
+    if not run:
+        return NOT_RUN
+    if all(v == REPRODUCED for v in run):
+        return REPRODUCED
+    if all(v == NOT for v in run):
+        return NOT
+    return PARTLY

@@ -1,0 +1,117 @@
+"""The sweep runner with a fake point runner: files written, done points kept on a second run,
+verdicts judged from the points, and docs/REPRODUCTION.md generated from the verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from synclab.reproduce.doc import collect, render
+from synclab.reproduce.runner import read_points_csv, run_target
+from synclab.reproduce.schema import load_target
+from synclab.reproduce.verdict import NOT_RUN, PARTLY, REPRODUCED
+
+TARGET = {
+    "id": "fake-fig", "paper": "Paper", "figure": "Fig. 1", "title": "a toy", "compares": "x vs y",
+    "setting": "none", "engine": "simulate", "spec": "nowhere.yaml",
+    "quick": {"axes": {"cluster.workers": [2, 4], "strategy.name": ["a", "b"]}, "estimate_s": 1},
+    "full": {"axes": {"cluster.workers": [2, 4, 8], "strategy.name": ["a", "b"]}, "estimate_s": 2},
+    "plot": {"layout": "lines", "x": "cluster.workers", "y": "throughput", "series": "strategy.name",
+             "paper_points": [{"series": "b", "x": 4, "y": 9.0, "source": "text"}]},
+    "claims": [
+        {"id": "b-over-a", "quote": "b is twice a", "source": "§1", "paper_value": 2.0, "kind": "ratio",
+         "num": {"where": {"cluster.workers": 4, "strategy.name": "b"}, "metric": "throughput"},
+         "den": {"where": {"cluster.workers": 4, "strategy.name": "a"}, "metric": "throughput"}},
+        {"id": "a-at-4", "quote": "a does 5", "source": "§2", "paper_value": 5.0,
+         "value": {"where": {"cluster.workers": 4, "strategy.name": "a"}, "metric": "throughput"},
+         "judge": {"within": 0.1, "partly_factor": 2}},
+        {"id": "a-at-8", "quote": "a does 9", "source": "§3", "paper_value": 9.0,
+         "value": {"where": {"cluster.workers": 8, "strategy.name": "a"}, "metric": "throughput"}},
+    ],
+}
+
+
+def _target(tmp_path: Path):
+    d = tmp_path / "experiments" / "reproduce"
+    d.mkdir(parents=True)
+    path = d / "fake-fig.yaml"
+    path.write_text(yaml.safe_dump(TARGET))
+    return load_target(path)
+
+
+class FakeRunner:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, target, root, point, run_dir, log):
+        self.calls.append(point.id)
+        w, s = point.values["cluster.workers"], point.values["strategy.name"]
+        return {"metrics": {"throughput": float(w) * (2.0 if s == "b" else 1.0)}, "extra": {}}
+
+
+def test_writes_files_and_judges(tmp_path):
+    t, fake = _target(tmp_path), FakeRunner()
+    out = tmp_path / "out"
+    v = run_target(t, tmp_path, out, quick=True, run_point=fake, console=Console(quiet=True))
+    assert len(fake.calls) == 4
+    assert {p.name for p in out.iterdir()} >= {"points.csv", "fake-fig.png", "verdict.json", "points"}
+    rows = read_points_csv(out / "points.csv")
+    assert [r["throughput"] for r in rows] == ["2.0", "4.0", "4.0", "8.0"]
+    by_id = {c["id"]: c for c in v["claims"]}
+    assert by_id["b-over-a"]["verdict"] == REPRODUCED and by_id["b-over-a"]["synclab_value"] == 2.0
+    assert by_id["a-at-4"]["verdict"] == PARTLY  # 4 vs 5: -20 %, within the factor 2
+    assert by_id["a-at-8"]["verdict"] == NOT_RUN  # 8 workers are only in the full form
+    assert v["verdict"] == PARTLY
+    assert json.loads((out / "verdict.json").read_text())["form"] == "quick"
+
+
+def test_second_run_keeps_done_points(tmp_path):
+    t = _target(tmp_path)
+    out = tmp_path / "out"
+    run_target(t, tmp_path, out, quick=True, run_point=FakeRunner(), console=Console(quiet=True))
+    (out / "points" / "workers=4_name=b" / "record.json").unlink()  # as if interrupted before this point
+    again = FakeRunner()
+    v = run_target(t, tmp_path, out, quick=True, run_point=again, console=Console(quiet=True))
+    assert again.calls == ["workers=4_name=b"]
+    assert v["points_reused"] == 3 and len(read_points_csv(out / "points.csv")) == 4
+
+
+def test_changed_overrides_rerun_the_point(tmp_path):
+    t = _target(tmp_path)
+    out = tmp_path / "out"
+    run_target(t, tmp_path, out, quick=True, run_point=FakeRunner(), console=Console(quiet=True))
+    again = FakeRunner()
+    run_target(t, tmp_path, out, quick=True, extra=["run.iterations=9"], run_point=again, console=Console(quiet=True))
+    assert len(again.calls) == 4
+
+
+def test_failed_point_is_reported_and_others_run(tmp_path):
+    t = _target(tmp_path)
+
+    def flaky(target, root, point, run_dir, log):
+        if point.id == "workers=2_name=a":
+            raise RuntimeError("boom")
+        return FakeRunner()(target, root, point, run_dir, log)
+
+    v = run_target(t, tmp_path, tmp_path / "out", quick=True, run_point=flaky, console=Console(quiet=True))
+    assert v["verdict"] == "failed" and v["failures"] == ["workers=2_name=a: boom"]
+    assert len(read_points_csv(tmp_path / "out" / "points.csv")) == 3
+
+
+def test_doc_from_verdicts(tmp_path):
+    t = _target(tmp_path)
+    out = tmp_path / "out"
+    run_target(t, tmp_path, out, quick=True, run_point=FakeRunner(), console=Console(quiet=True))
+    doc = tmp_path / "docs" / "REPRODUCTION.md"
+    doc.parent.mkdir()
+    text = render(collect([out, tmp_path / "missing"]), doc, missing=["other-target"])
+    assert doc.read_text() == text
+    assert "Quick-form results" in text
+    assert "| [`fake-fig`]" in text and "| quick | 1 / 1 / 0 / 1 | **partly** |" in text
+    assert "| b-over-a: “b is twice a” | §1 | 2 | 2 | **reproduced** |" in text
+    assert "`other-target`" in text
+    assert (doc.parent / "reproduction" / "fake-fig-quick.png").exists()
+    assert "![fake-fig](reproduction/fake-fig-quick.png)" in text
