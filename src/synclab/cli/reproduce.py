@@ -38,6 +38,8 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
               out: Optional[Path] = typer.Option(None, "--out", help="Output directory "
                                                  "(default runs/reproduce/TARGET[-quick]); resumable."),
               set_: list[str] = typer.Option([], "--set", help="Extra spec override KEY=VALUE for every point."),
+              points: Optional[int] = typer.Option(None, "--points", min=1, help="Run only the form's first N "
+                                                   "points (a smoke run; claims needing the others are 'not run')."),
               doc: bool = typer.Option(False, "--doc", help="Write docs/REPRODUCTION.md from the verdicts of "
                                        "runs/reproduce/* (the full form's when present, else the quick one's).")):
     """Reproduce a paper figure: run its sweep, draw it beside the paper's numbers, judge each claim."""
@@ -83,7 +85,7 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
 
     t = load_target(path)
     out_dir = out or default_out(root, t, quick)
-    v = run_target(t, root, out_dir, quick=quick, extra=list(set_), console=console)
+    v = run_target(t, root, out_dir, quick=quick, extra=list(set_), console=console, limit=points)
     from rich.table import Table
 
     table = Table(title=f"{t.paper} {t.figure} ({v['form']} form): {v['verdict']}")

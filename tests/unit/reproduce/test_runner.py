@@ -68,6 +68,14 @@ def test_writes_files_and_judges(tmp_path):
     assert json.loads((out / "verdict.json").read_text())["form"] == "quick"
 
 
+def test_a_limited_run_takes_the_first_points_and_leaves_the_rest_not_run(tmp_path):
+    t, fake = _target(tmp_path), FakeRunner()
+    v = run_target(t, tmp_path, tmp_path / "out", quick=True, run_point=fake, console=Console(quiet=True), limit=2)
+    assert len(fake.calls) == 2 and v["points"] == 2
+    assert len(read_points_csv(tmp_path / "out" / "points.csv")) == 2
+    assert any(c["verdict"] == NOT_RUN for c in v["claims"])
+
+
 def test_second_run_keeps_done_points(tmp_path):
     t = _target(tmp_path)
     out = tmp_path / "out"
