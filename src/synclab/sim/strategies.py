@@ -168,6 +168,7 @@ class PsModel:
         self.broadcast = sim.plan.server_mode == "broadcast"
         self._landing: dict[tuple[int, int], int] = {}
         self._sent: dict[tuple[int, int], int] = {}
+        self._notified: dict[tuple[int, str], int] = {}  # (iteration, key) -> slices notified (ps)
 
     def on_gradient(self, it: int, i: int) -> None:
         sim, node = self.sim, self.w.node
@@ -185,9 +186,17 @@ class PsModel:
             del self._sent[(it, i)]
             self.sim.event(it, self.w.rank, i, "send_end")
 
-    def on_notify(self, p, it: int) -> None:  # KVStore: a NOTIFY makes the worker pull that slice
-        self.sim.cluster.send(self.w.node, f"ps{p.shard}", 0, lambda: self.sim.shards[p.shard].pull(self.w.rank, p, it),
-                              p.priority)
+    def on_notify(self, p, it: int) -> None:
+        """KVStore: once every slice of the key is notified, pull them all (P3 §4.2), as ``strategies.ps`` does."""
+        parts = self.sim.parts_of[self.sim.index_of[p.key]]
+        seen = self._notified.get((it, p.key), 0) + 1
+        if seen < len(parts):
+            self._notified[(it, p.key)] = seen
+            return
+        self._notified.pop((it, p.key), None)
+        for q in parts:
+            self.sim.cluster.send(self.w.node, f"ps{q.shard}", 0,
+                                  lambda q=q: self.sim.shards[q.shard].pull(self.w.rank, q, it), q.priority)
 
     def on_params(self, p, it: int) -> None:
         i = self.sim.index_of[p.key]

@@ -4,9 +4,11 @@ Placement: tensors above 10^6 params are split evenly over all shards, smaller
 ones go to one (seeded) randomly chosen shard (:mod:`synclab.plans.sharding`).
 As soon as backward produces a tensor's gradient the worker pushes it to its
 shard(s). A shard aggregates until every worker has pushed that (key, slice) for
-the iteration, runs the optimizer, and *notifies* every worker; on the
-notification the worker issues a pull and the reply refreshes the parameters
-(the "notify + pull" round trip P3 removes). Pushes leave in FIFO order.
+the iteration, runs the optimizer, and *notifies* every worker; once every
+slice of a key has been notified the worker pulls all of them, and the replies
+refresh the parameters (the "notify + pull" round trip P3 removes; P3 §4.2:
+"MXNet only issues a pull request once it has received the update notification
+for all the slices of a layer"). Pushes leave in FIFO order.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class PsClient:
         self._index = {info.name: info.index for info in ctx.params}
         self._lock = threading.Lock()
         self._landings: dict[tuple[int, int], _Landing] = {}  # (iteration, index) -> values still arriving
+        self._notified: dict[tuple[int, str], int] = {}  # (iteration, key) -> slices notified so far
         ctx.inbox.subscribe(pb.PARAMS, self._on_params)
         if pull_on_notify:
             ctx.inbox.subscribe(pb.NOTIFY, self._on_notify)
@@ -118,11 +121,17 @@ class PsClient:
             return landing
 
     def _on_notify(self, msg: Received) -> None:
-        shard = self._shard_of(msg)
-        self.ctx.ps_links[shard].send(Message(MessageId(pb.PULL_REQUEST, msg.mid.key, msg.mid.slice, msg.mid.iteration)))
-
-    def _shard_of(self, msg: Received) -> int:
-        return self._by_key[msg.mid.key][msg.mid.slice].shard
+        """KVStore: pull a key once all of its slices are notified (one slice: at once)."""
+        key, iteration = msg.mid.key, msg.mid.iteration
+        slices = self._by_key[key]
+        with self._lock:
+            seen = self._notified.get((iteration, key), 0) + 1
+            if seen < len(slices):
+                self._notified[(iteration, key)] = seen
+                return
+            self._notified.pop((iteration, key), None)
+        for p in slices:
+            self.ctx.ps_links[p.shard].send(Message(MessageId(pb.PULL_REQUEST, key, p.slice, iteration)))
 
     def _on_params(self, msg: Received) -> None:
         index = self._index[msg.mid.key]

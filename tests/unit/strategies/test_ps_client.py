@@ -1,0 +1,57 @@
+"""The KVStore worker's pull rule (P3 §4.2): "MXNet only issues a pull request once it has received the update
+notification for all the slices of a layer" — a key split over shards is pulled once every slice is notified."""
+
+from concurrent.futures import Future
+
+import torch
+
+from synclab.core import ParamInfo
+from synclab.plans.sharding import Partition
+from synclab.strategies import WorkerContext
+from synclab.strategies.ps import PsClient
+from synclab.transport.inbox import Inbox
+from synclab.wire import pb
+from synclab.wire.frames import MessageId, Received
+
+
+class RecordingLink:
+    def __init__(self, shard: int, log: list):
+        self.shard, self.log = shard, log
+
+    def send(self, msg):
+        self.log.append((self.shard, msg.mid.kind, msg.mid.key, msg.mid.slice, msg.mid.iteration))
+        done = Future()
+        done.set_result(None)
+        return done
+
+
+def client():
+    params = [ParamInfo(0, "big", (6,), 6, 0), ParamInfo(1, "small", (2,), 2, 1)]
+    parts = [Partition("big", 0, 0, 3, 0), Partition("big", 1, 3, 3, 1), Partition("small", 0, 0, 2, 1)]
+    log, inbox = [], Inbox()
+    ctx = WorkerContext(rank=0, world=1, node="worker0", params=params, tensors=[torch.zeros(6), torch.zeros(2)],
+                        lr=0.1, momentum=0.0, weight_decay=0.0, seed=0, inbox=inbox, mark_fresh=lambda i: None,
+                        ps_links={s: RecordingLink(s, log) for s in (0, 1)})
+    PsClient(ctx, parts, pull_on_notify=True)
+    return inbox, log
+
+
+def notify(inbox, key, slice_, iteration, shard):
+    inbox.deliver(Received(MessageId(pb.NOTIFY, key, slice_, iteration), f"ps{shard}", 0, None))
+
+
+def test_a_split_key_is_pulled_once_all_of_its_slices_are_notified():
+    inbox, log = client()
+    notify(inbox, "big", 1, 3, shard=1)
+    assert log == []  # one of two slices: no pull yet
+    notify(inbox, "big", 0, 3, shard=0)
+    assert sorted(log) == [(0, pb.PULL_REQUEST, "big", 0, 3), (1, pb.PULL_REQUEST, "big", 1, 3)]
+
+
+def test_a_single_slice_key_is_pulled_at_once_and_iterations_are_counted_apart():
+    inbox, log = client()
+    notify(inbox, "small", 0, 3, shard=1)
+    assert log == [(1, pb.PULL_REQUEST, "small", 0, 3)]
+    notify(inbox, "big", 0, 3, shard=0)
+    notify(inbox, "big", 1, 4, shard=1)  # another iteration's slice does not complete iteration 3
+    assert len(log) == 1
