@@ -12,6 +12,13 @@ TX = "synclab_interface_transmit_bytes_total"
 RX = "synclab_interface_receive_bytes_total"
 LINK_RATE = "synclab_link_rate_bits_per_second"
 BACKEND = "synclab_network_backend_info"
+BINS = "synclab_traffic_bins_total"
+PEAK = "synclab_traffic_peak_bits_per_second"
+
+
+def _bin_share(state: str) -> str:
+    return (f'sum by (node) (rate({BINS}{{{NODES}, state="{state}"}}[{RATE}]))'
+            f" / sum by (node) (rate({BINS}{{{NODES}}}[{RATE}]))")
 
 
 def build():
@@ -39,6 +46,20 @@ def build():
         description="Transmit rate divided by the configured egress rate (nodes whose link is shaped).",
         queries=[Query(f"sum by (node) (rate({TX}{{{NODES}}}[{RATE}])) * 8"
                        f' / on (node) max by (node) ({LINK_RATE}{{{NODES}, direction="egress"}})', "{{node}}")])
+    idle = timeseries_panel(
+        "idle 10 ms bins", unit="percentunit", axis_label="share of bins", width=8,
+        description="Share of the traffic sampler's 10 ms bins in which the node moved no payload bytes either "
+                    "way (P3 Fig. 8/9: the baseline's link idles between bursts).",
+        queries=[Query(_bin_share("idle"), "{{node}}")])
+    both = timeseries_panel(
+        "tx and rx at once", unit="percentunit", axis_label="share of bins", width=8,
+        description="Share of 10 ms bins in which the node sent and received at the same time (P3 keeps both "
+                    "directions busy; the baseline alternates).",
+        queries=[Query(_bin_share("both"), "{{node}}")])
+    peak = timeseries_panel(
+        "peak 10 ms rate", unit="bps", axis_label="bits/s", width=8,
+        description="The highest 10 ms payload rate each node saw since the previous scrape, per direction.",
+        queries=[Query(f"max by (node, direction) ({PEAK}{{{NODES}}})", "{{node}} {{direction}}")])
     backends = table_panel(
         "link shaping by node", Query(f"max by (node, role, backend) ({BACKEND}{{{NODES}}})", "{{backend}}"),
         description="The backend each node shapes its link with: netem, htb or tbf in the kernel, app in the "
@@ -46,4 +67,4 @@ def build():
     return (dashboard("synclab-network", "SyncLab · Network",
                       "Per-node tx/rx at the wire against the configured link rate.")
             .with_panel(per_node).with_panel(cluster_tx).with_panel(cluster_rx).with_panel(utilisation)
-            .with_panel(backends))
+            .with_panel(idle).with_panel(both).with_panel(peak).with_panel(backends))

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 
 from synclab.metrics.exporter import Exporter
 from synclab.metrics.interfaces import DEFAULT_EXCLUDE, SYS_NET, InterfaceCollector, list_interfaces, select_interfaces
@@ -22,6 +23,39 @@ ITERATION_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 # One aggregation (sum + optimizer step of one slice or tensor): 10 µs to 1 s.
 AGGREGATION_BUCKETS_S = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                          0.5, 1.0)
+
+
+# What a 10 ms bin of the traffic sampler saw (P3 Fig. 8/9): neither direction moved payload bytes, only one
+# did, or both at once.
+BIN_STATES = ("idle", "tx", "rx", "both")
+
+
+class PeakSinceScrape:
+    """``synclab_traffic_peak_bits_per_second{node, direction}``: the highest 10 ms rate since the last scrape.
+
+    Each collection reports the peak of the bins seen since the previous one and starts over, so a panel of
+    it shows the bursts P3 Fig. 8 shows that a rate over a scrape interval averages away. (With two scrapers
+    each sees the peaks since its own last look only if they alternate; Prometheus is the one that matters.)
+    """
+
+    def __init__(self, node: str):
+        self.node = node
+        self._lock = threading.Lock()
+        self._peak = {"tx": 0.0, "rx": 0.0}
+
+    def observe(self, tx_bps: float, rx_bps: float) -> None:
+        with self._lock:
+            self._peak["tx"] = max(self._peak["tx"], tx_bps)
+            self._peak["rx"] = max(self._peak["rx"], rx_bps)
+
+    def collect(self):
+        with self._lock:
+            peak, self._peak = self._peak, {"tx": 0.0, "rx": 0.0}
+        g = GaugeMetricFamily("synclab_traffic_peak_bits_per_second",
+                              "Highest 10 ms payload rate since the last scrape", labels=("node", "direction"))
+        for direction, value in peak.items():
+            g.add_metric((self.node, direction), value)
+        yield g
 
 
 class NodeMetrics:
@@ -63,6 +97,11 @@ class NodeMetrics:
         self._aggregation_h = Histogram("synclab_ps_aggregation_seconds",
                                         "PS shard: time to aggregate and apply one update", ("node",),
                                         buckets=AGGREGATION_BUCKETS_S, registry=r)
+        self._bins_c = Counter("synclab_traffic_bins", "10 ms bins of the traffic sampler by what moved: "
+                               "idle, tx only, rx only, both (P3 Fig. 8/9)", ("node", "state"), registry=r)
+        self._bin_children = {state: self._bins_c.labels(node, state) for state in BIN_STATES}
+        self.peak = PeakSinceScrape(node)
+        r.register(self.peak)
         r.register(InterfaceCollector(node, interfaces, self.exclude_interfaces, sys_net))
 
         # Labelled children are looked up once per (peer, kind): .labels() costs more than .inc().
@@ -110,6 +149,12 @@ class NodeMetrics:
         self._comm_wait_c.labels(self.node).inc(comm_wait_s)
         self._samples_c.labels(self.node).inc(samples)
         self._loss_g.labels(self.node).set(loss)
+
+    def observe_bin(self, tx_bytes: int, rx_bytes: int, tx_bps: float, rx_bps: float) -> None:
+        """One 10 ms bin of the traffic sampler: which directions moved payload bytes, and its rates."""
+        state = ("both" if rx_bytes > 0 else "tx") if tx_bytes > 0 else ("rx" if rx_bytes > 0 else "idle")
+        self._bin_children[state].inc()
+        self.peak.observe(tx_bps, rx_bps)
 
     def observe_aggregation(self, seconds: float) -> None:
         self._aggregation_h.labels(self.node).observe(seconds)

@@ -8,7 +8,9 @@ and on stop (no fsync per row).
 
 Row i covers the bin (t_{i-1}, t_i], t_0 = 0 being :meth:`TrafficSampler.start`:
 ``tx_bps``/``rx_bps`` are the bits sent/received in that bin over its measured
-length. A tick missed entirely (the thread was not scheduled for more than an
+length. Every full bin also goes to the node's metrics
+(:meth:`NodeMetrics.observe_bin`): counted as idle, tx only, rx only or both,
+and towards the peak 10 ms rate, so Prometheus sees what P3 Fig. 8/9 show. A tick missed entirely (the thread was not scheduled for more than an
 interval) is skipped, not made up with near-empty bins: that row's bin is
 simply longer.
 """
@@ -192,6 +194,8 @@ class TrafficSampler:
                     tx_bps, rx_bps = (tx - last_tx) * 8 / dt, (rx - last_rx) * 8 / dt
                 else:
                     tx_bps = rx_bps = 0.0
+                if not stopping:  # a full bin: exported as idle / tx / rx / both and towards the peak rate
+                    m.observe_bin(tx - last_tx, rx - last_rx, tx_bps, rx_bps)
                 if_tx, if_rx = ("", "") if wire is None else wire
                 rows.append(f"{now - start:.6f},{wall:.6f},{tx},{rx},{tx_bps:.0f},{rx_bps:.0f},{if_tx},{if_rx}\n")
                 nxt = next_tick(k, now, start, interval)

@@ -119,3 +119,17 @@ def test_a_given_registry_is_used_and_guards_duplicates():
 def test_empty_node_name_is_refused():
     with pytest.raises(ValueError, match="node"):
         NodeMetrics("", "worker")
+
+
+def test_sampler_bins_are_counted_by_what_moved_and_the_peak_resets_per_scrape(sys_net):
+    m = NodeMetrics("ps0", "ps", sys_net=sys_net)
+    for tx, rx in ((0, 0), (0, 0), (100, 0), (0, 50), (10, 10)):
+        m.observe_bin(tx, rx, tx * 800.0, rx * 800.0)  # 10 ms bins: bytes x 8 / 0.01 s
+    r = m.registry
+    assert [r.get_sample_value("synclab_traffic_bins_total", {"node": "ps0", "state": s})
+            for s in ("idle", "tx", "rx", "both")] == [2, 1, 1, 1]
+    peak = {"node": "ps0", "direction": "tx"}
+    assert r.get_sample_value("synclab_traffic_peak_bits_per_second", peak) == 80_000.0
+    assert r.get_sample_value("synclab_traffic_peak_bits_per_second", peak) == 0.0  # read once, then it starts over
+    m.observe_bin(1, 0, 800.0, 0.0)
+    assert r.get_sample_value("synclab_traffic_peak_bits_per_second", peak) == 800.0

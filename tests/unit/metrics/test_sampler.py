@@ -109,3 +109,17 @@ def test_a_failing_sampler_is_reported_at_stop(tmp_path):
 def test_bad_interval_is_refused(tmp_path):
     with pytest.raises(ValueError, match="interval_s"):
         TrafficSampler(NodeMetrics("worker0", "worker"), tmp_path / "t.csv", interval_s=0)
+
+
+def test_every_full_bin_is_exported_by_what_moved(tmp_path):
+    m = NodeMetrics("worker0", "worker")
+    with TrafficSampler(m, tmp_path / "traffic-worker0.csv", interval_s=0.005, interfaces=[]) as s:
+        assert s.wait_samples(2, timeout_s=10)
+        m.add_sent("ps0", "gradient", 1000)
+        m.add_received("ps0", "params", 500)  # most likely in one bin: both; maybe split: tx, then rx
+        assert s.wait_samples(s.samples + 2, timeout_s=10)
+    count = {state: m.registry.get_sample_value("synclab_traffic_bins_total", {"node": "worker0", "state": state})
+             for state in ("idle", "tx", "rx", "both")}
+    assert count["idle"] >= 2
+    assert count["both"] + min(count["tx"], count["rx"]) >= 1
+    assert sum(count.values()) <= s.samples  # the last, stop-cut bin is not exported
