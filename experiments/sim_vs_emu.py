@@ -1,0 +1,130 @@
+"""The simulator against the emulator (issue 14 item 3): the same spec run by both, mean iteration time compared.
+
+For every point of the grid (strategy × link rate × workers × model, replayed compute) this runs
+``synclab run`` (the emulator: real processes, gRPC, kernel-shaped links) and ``synclab simulate`` (SimPy) on
+the very same spec and overrides, and reports simulated ÷ emulated mean iteration time; a point is within the
+target when that ratio is within ±10 %. Rates of 4 Gbit/s and above run the emulator with ``--dilation``
+(the simulator needs none: its clock is simulated).
+
+    python experiments/sim_vs_emu.py [--strategies wfbp,ps] [--rates 1gbit] [--workers 2,4] [--models resnet50]
+        [--scale 0.01] [--iterations 8] [--dilation 8] [--set KEY=VALUE ...] [--out runs/sim-vs-emu]
+
+The issue's grid is every strategy × {1gbit, 4gbit} × {2, 4, 8, 16} × {resnet50, vgg16}; a point takes about
+30 s to several minutes of host time on the emulator, so run it in parts (finished points are kept: the
+summary of a point already in ``--out`` is reused). Writes ``sim-vs-emu.csv``, ``.json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXTRA = {"stanza": ["strategy.fc_workers=1"], "ssdsgd": ["strategy.warmup=3", "strategy.k=2"],
+         "mgwfbp": ["strategy.profile_iterations=3"], "mgwfbp-opt": ["strategy.profile_iterations=3"]}
+
+
+def _summary(out: Path, cmd: list[str]) -> dict:
+    path = out / "summary.json"
+    if not path.exists():
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        if r.returncode:
+            raise RuntimeError(f"{' '.join(cmd[2:5])} failed: {(r.stdout + r.stderr).strip().splitlines()[-1:]}")
+    return json.loads(path.read_text())
+
+
+def point(spec: Path, out: Path, sets: list[str], dilation: int) -> dict:
+    emu_cmd = [sys.executable, "-m", "synclab", "run", str(spec), "--out", str(out / "emu"), "--no-report"]
+    sim_cmd = [sys.executable, "-m", "synclab", "simulate", str(spec), "--out", str(out / "sim")]
+    for s in sets:
+        sim_cmd += ["--set", s]
+    for s in [*sets, f"run.dilation={dilation}"]:
+        emu_cmd += ["--set", s]
+    emu, sim = _summary(out / "emu", emu_cmd), _summary(out / "sim", sim_cmd)
+    e, s_ = emu["iteration_seconds"]["mean"], sim["iteration_seconds"]["mean"]
+    return {"emulated_s": e, "simulated_s": s_, "ratio": s_ / e, "within_10pct": abs(s_ / e - 1) <= 0.10,
+            "backend": emu.get("network_backend"), "dilation": dilation}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spec", type=Path, default=REPO / "examples" / "quickstart.yaml")
+    ap.add_argument("--strategies", default="wfbp,ps")
+    ap.add_argument("--rates", default="1gbit")
+    ap.add_argument("--workers", default="2,4")
+    ap.add_argument("--models", default="resnet50")
+    ap.add_argument("--scale", type=float, default=0.01, help="compute.scale of the replayed profiles")
+    ap.add_argument("--iterations", type=int, default=8)
+    ap.add_argument("--dilation", type=int, default=8, help="run.dilation of emulated points at >= 4 Gbit/s")
+    ap.add_argument("--set", dest="sets", action="append", default=[])
+    ap.add_argument("--out", type=Path, default=Path("runs/sim-vs-emu"))
+    a = ap.parse_args()
+
+    from rich.console import Console
+    from rich.progress import track
+    from rich.table import Table
+
+    from synclab.config.units import parse_rate_bps
+
+    grid = list(itertools.product(a.strategies.split(","), a.rates.split(","), [int(w) for w in a.workers.split(",")],
+                                  a.models.split(",")))
+    rows = []
+    for strategy, rate, workers, model in track(grid, description="sim vs emu"):
+        sets = [f"strategy.name={strategy}", f"network.rate={rate}", f"cluster.workers={workers}",
+                f"model.name={model}", "compute.mode=replay", f"compute.scale={a.scale}",
+                f"run.iterations={a.iterations}", "run.warmup=2", *EXTRA.get(strategy, []), *a.sets]
+        dilation = a.dilation if parse_rate_bps(rate) >= 4e9 else 1
+        row = {"strategy": strategy, "rate": rate, "workers": workers, "model": model}
+        try:
+            row.update(point(a.spec, a.out / f"{strategy}-{rate}-{workers}w-{model}", sets, dilation))
+        except RuntimeError as e:
+            row["error"] = str(e)
+        rows.append(row)
+
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
+    cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "backend",
+            "dilation", "error"]
+    with (a.out / "sim-vs-emu.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    ok = [r for r in rows if "ratio" in r]
+    if ok:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5.5, 5))
+        for strategy in sorted({r["strategy"] for r in ok}):
+            pts = [r for r in ok if r["strategy"] == strategy]
+            ax.scatter([r["emulated_s"] for r in pts], [r["simulated_s"] for r in pts], label=strategy)
+        hi = max(max(r["emulated_s"], r["simulated_s"]) for r in ok) * 1.1
+        ax.plot([0, hi], [0, hi], "k-", lw=0.8)
+        ax.fill_between([0, hi], [0, 0.9 * hi], [0, 1.1 * hi], color="0.85", label="±10 %")
+        ax.set(xlabel="emulated mean iteration (s)", ylabel="simulated mean iteration (s)", xlim=(0, hi), ylim=(0, hi))
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(a.out / "sim-vs-emu.png", dpi=120)
+        plt.close(fig)
+    t = Table(title="simulated ÷ emulated mean iteration time")
+    for c in ("strategy", "rate", "workers", "model", "emulated s", "simulated s", "sim ÷ emu", "±10 %"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        if "ratio" in r:
+            t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], f"{r['emulated_s']:.3f}",
+                      f"{r['simulated_s']:.3f}", f"{r['ratio']:.3f}", "yes" if r["within_10pct"] else "NO")
+        else:
+            t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], "—", "—", "error", r["error"][:60])
+    Console(width=None if sys.stdout.isatty() else 150).print(t)
+    print(f"wrote {a.out}/sim-vs-emu.csv, .json, .png")
+
+
+if __name__ == "__main__":
+    main()
