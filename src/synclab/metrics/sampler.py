@@ -10,7 +10,11 @@ Row i covers the bin (t_{i-1}, t_i], t_0 = 0 being :meth:`TrafficSampler.start`:
 ``tx_bps``/``rx_bps`` are the bits sent/received in that bin over its measured
 length. Every full bin also goes to the node's metrics
 (:meth:`NodeMetrics.observe_bin`): counted as idle, tx only, rx only or both,
-and towards the peak 10 ms rate, so Prometheus sees what P3 Fig. 8/9 show. A tick missed entirely (the thread was not scheduled for more than an
+and towards the peak 10 ms rate, so Prometheus sees what P3 Fig. 8/9 show. A bin's
+state comes from payload bytes (keepalives and ACKs do not make a link busy);
+the peak rate from the interface counters where the node has its own interface
+(what the link carried), else from payload bytes handed to gRPC, which may burst
+above the link rate into socket buffers. A tick missed entirely (the thread was not scheduled for more than an
 interval) is skipped, not made up with near-empty bins: that row's bin is
 simply longer.
 """
@@ -176,6 +180,7 @@ class TrafficSampler:
         m, interval = self.metrics, self.interval_s
         last_t = start
         last_tx, last_rx = m.totals()
+        last_wire = None
         rows: list[str] = []
         next_flush = start + self.flush_every_s
         k = 1
@@ -195,7 +200,11 @@ class TrafficSampler:
                 else:
                     tx_bps = rx_bps = 0.0
                 if not stopping:  # a full bin: exported as idle / tx / rx / both and towards the peak rate
-                    m.observe_bin(tx - last_tx, rx - last_rx, tx_bps, rx_bps)
+                    peak_tx, peak_rx = tx_bps, rx_bps
+                    if wire is not None and last_wire is not None and dt > 0:  # the link's own rate, framing incl.
+                        peak_tx, peak_rx = (wire[0] - last_wire[0]) * 8 / dt, (wire[1] - last_wire[1]) * 8 / dt
+                    m.observe_bin(tx - last_tx, rx - last_rx, peak_tx, peak_rx)
+                last_wire = wire
                 if_tx, if_rx = ("", "") if wire is None else wire
                 rows.append(f"{now - start:.6f},{wall:.6f},{tx},{rx},{tx_bps:.0f},{rx_bps:.0f},{if_tx},{if_rx}\n")
                 nxt = next_tick(k, now, start, interval)

@@ -123,3 +123,14 @@ def test_every_full_bin_is_exported_by_what_moved(tmp_path):
     assert count["idle"] >= 2
     assert count["both"] + min(count["tx"], count["rx"]) >= 1
     assert sum(count.values()) <= s.samples  # the last, stop-cut bin is not exported
+
+
+def test_the_peak_rate_comes_from_the_interface_where_the_node_has_one(tmp_path, sys_net, write_counters):
+    m = NodeMetrics("worker0", "worker", sys_net=sys_net)
+    with TrafficSampler(m, tmp_path / "traffic.csv", interval_s=0.005) as s:
+        assert s.wait_samples(2, timeout_s=10)
+        write_counters(sys_net, "eth0", 10 + 50_000, 20)  # the link carried 50 kB; no payload was handed over
+        assert s.wait_samples(s.samples + 2, timeout_s=10)
+    peak = m.registry.get_sample_value("synclab_traffic_peak_bits_per_second", {"node": "worker0", "direction": "tx"})
+    assert peak > 0  # from eth0's counter (payload alone would say 0)
+    assert m.registry.get_sample_value("synclab_traffic_bins_total", {"node": "worker0", "state": "tx"}) == 0
