@@ -16,7 +16,7 @@ CPU seconds per GB: the user+system time of all ranks over the ring's traffic, `
 all-reduce (gloo's own algorithm may move a little more or less). Default M = 25,557,032: ResNet-50's gradients.
 
     python experiments/allreduce_vs_gloo.py [--links 1gbit,4gbit,unshaped] [--ranks 2,4,8]
-        [--floats 25557032] [--repeats 3] [--notsent-lowat BYTES] [--out runs/allreduce-vs-gloo]
+        [--floats 25557032] [--repeats 3] [--notsent-lowat BYTES] [--ps] [--out runs/allreduce-vs-gloo]
     python experiments/allreduce_vs_gloo.py --quick    # 1gbit and unshaped, 4 ranks, 4 M floats, 2 repeats
 
 Needs root (network namespaces). Writes ``allreduce.csv``, ``allreduce.json`` and ``allreduce.png`` to ``--out``.
@@ -165,6 +165,37 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
     }
 
 
+def measure_ps(link: str, out: Path, workers: int = 4, shards: int = 2, iterations: int = 8) -> dict:
+    """The PS path: ResNet-50's gradients pushed and its parameters pulled through ``ps`` (replayed compute at
+    ×0.001, so the iteration is the push and pull), against the TCP ceiling of the busiest link.
+
+    Each shard receives ``workers / shards`` of every worker's push and sends as much back, so its egress carries
+    ``workers · M / shards`` bytes per iteration; the ceiling is that over the TCP goodput of the link (the
+    ring bound's counterpart: iperf3's ÷ rate at the kernel's framing, 0.957 at 1500-byte frames). Unshaped
+    links have no ceiling here.
+    """
+    from synclab.netem.profile import load_profile
+
+    run_dir = out / f"ps-{link}"
+    cmd = [sys.executable, "-m", "synclab", "run", str(Path(__file__).resolve().parents[1] / "examples" /
+           "quickstart.yaml"), "--out", str(run_dir), "--no-report"]
+    for s in ("strategy.name=ps", "model.name=resnet50", "compute.mode=replay", "compute.scale=0.001",
+              f"cluster.workers={workers}", f"cluster.ps_shards={shards}", f"run.iterations={iterations}",
+              "run.warmup=2", "network.isolation=netns",
+              "network.profile=unshaped" if link == "unshaped" else f"network.rate={link}"):
+        cmd += ["--set", s]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if r.returncode:
+        raise RuntimeError(f"ps over {link} failed: {(r.stdout + r.stderr).strip()[-800:]}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rate = None if link == "unshaped" else load_profile(link).rate_bps
+    shard_bytes = workers * RESNET50_FLOATS * 4 / shards
+    ceiling = shard_bytes * 8 / (rate * 0.957) if rate else None
+    it = summary["iteration_seconds"]["mean"]
+    return {"link": link, "workers": workers, "shards": shards, "iteration_s": it, "tcp_ceiling_s": ceiling,
+            "ceiling_over_iteration": ceiling / it if ceiling else None, "backend": summary.get("network_backend")}
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -214,6 +245,8 @@ def main() -> None:
     ap.add_argument("--floats", type=int, default=RESNET50_FLOATS)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="1gbit and unshaped, 4 ranks, 4 M floats, 2 repeats")
+    ap.add_argument("--ps", action="store_true",
+                    help="also the PS path: push + pull of ResNet-50 through `ps`, 4 workers and 2 shards, per link")
     ap.add_argument("--notsent-lowat", type=int, default=None,
                     help="net.ipv4.tcp_notsent_lowat in every namespace (default: the kernel's)")
     ap.add_argument("--out", type=Path, default=Path("runs/allreduce-vs-gloo"))
@@ -246,6 +279,9 @@ def main() -> None:
                 bar.advance(task)
 
     a.out.mkdir(parents=True, exist_ok=True)
+    ps_rows = [measure_ps(link, a.out) for link in links] if a.ps else []
+    if ps_rows:
+        (a.out / "ps.json").write_text(json.dumps(ps_rows, indent=2))
     (a.out / "allreduce.json").write_text(json.dumps(rows, indent=2))
     import csv
 
@@ -268,7 +304,15 @@ def main() -> None:
                   f"{r['synclab_s']:.3f}", f"{r['speed_vs_gloo']:.2f}", f"{r['gloo_cpu_s_per_gb']:.2f}",
                   f"{r['synclab_cpu_s_per_gb']:.2f}", num(r["iperf3_gbps"], ".2f"), num(r["iperf3_cpu_s_per_gb"], ".2f"))
     console.print(t)
-    console.print(f"wrote {a.out}/allreduce.csv, .json, .png")
+    if ps_rows:
+        t = Table(title="PS path: ResNet-50 push + pull through `ps`, 4 workers, 2 shards (mean iteration)")
+        for col in ("link", "backend", "iteration s", "TCP ceiling s", "ceiling ÷ iteration"):
+            t.add_column(col, justify="right")
+        for r in ps_rows:
+            t.add_row(r["link"], str(r["backend"]), f"{r['iteration_s']:.3f}", num(r["tcp_ceiling_s"], ".3f"),
+                      num(r["ceiling_over_iteration"], ".2f"))
+        console.print(t)
+    console.print(f"wrote {a.out}/allreduce.csv, .json, .png" + (", ps.json" if ps_rows else ""))
 
 
 if __name__ == "__main__":
