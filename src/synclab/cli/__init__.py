@@ -403,6 +403,15 @@ def _register_reproduce() -> None:
 
 _register_reproduce()
 
+
+def _register_load() -> None:
+    from synclab.cli.load import load
+
+    app.command("load")(load)
+
+
+_register_load()
+
 dashboards_app = typer.Typer(no_args_is_help=True, help="The Grafana dashboards without Grafana: render them "
                                                          "from a live Prometheus.")
 app.add_typer(dashboards_app, name="dashboards")

@@ -256,7 +256,7 @@ class CoordinatorService(rpc.CoordinatorServicer):
             for r in self.job.reports:
                 per_rank[r.rank] = max(per_rank.get(r.rank, -1), r.iteration)
             n_workers = self.job.expected[pb.WORKER]
-            done = min(per_rank.values()) + 1 if len(per_rank) == n_workers else 0
+            done = min(per_rank.values()) + 1 if per_rank and len(per_rank) == n_workers else 0
             return pb.StatusReply(state=self.job.state, iterations_done=done,
                                   iterations_total=self.job.spec.run.iterations,
                                   nodes=list(self.job.nodes.values()), message=self.job.failure)

@@ -140,11 +140,13 @@ def caller_node(context: grpc.ServicerContext) -> str:
 
 def make_server(token: str, max_workers: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES, *,
                 keepalive_scale: float = 1.0) -> grpc.Server:
+    """A server whose RPCs each hold one of ``max_workers`` threads; one past that is refused at once with
+    ``RESOURCE_EXHAUSTED`` (back-pressure a client sees) rather than queued without bound."""
     from concurrent.futures import ThreadPoolExecutor
 
     return grpc.server(ThreadPoolExecutor(max_workers=max_workers), interceptors=[TokenAuthInterceptor(token)],
                        options=server_options(chunk_bytes, keepalive_scale=keepalive_scale),
-                       maximum_concurrent_rpcs=None)
+                       maximum_concurrent_rpcs=max_workers)
 
 
 
