@@ -38,11 +38,18 @@ def load(target: str = typer.Option("ps", "--target", help="What to load: ps (a 
 
     try:
         settings = LoadSettings(target=target, users=users, duration_s=parse_duration_s(duration, "--duration"),
-                                spawn_rate=spawn_rate, address=address, token=token, keys=keys, floats=floats,
+                                spawn_rate=spawn_rate, address=address or None, token=token, keys=keys, floats=floats,
                                 max_streams=max_streams, queue_bytes=parse_size_bytes(queue, "--queue"))
     except ValueError as e:
         console.print(f"[bold red]error:[/] {e}")
         raise typer.Exit(2)
+    if web:  # a container's stop (SIGTERM) ends the session as Ctrl-C does, with the results written
+        import signal
+
+        def interrupt(*_):
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, interrupt)
     what = f"{users} users -> {target} {address or '(started on loopback)'}"
     try:
         with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),

@@ -222,12 +222,29 @@ class RunSpec(_Section):
     linger_s: float = Field(0.0, ge=0, description="keep metrics endpoints up this long after the job ends")
     dilation: float = Field(1.0, gt=0, le=1000, description="time dilation D: compute times x D, link rates / D; "
                                                              "records divided back (replay only)")
+    checkpoint_every: int = Field(0, ge=0, description="every N iterations every node saves its state atomically "
+                                                       "into run_dir/checkpoint/ (0: never)")
+    restart: Literal["no", "on-failure"] = Field("no", description="on-failure: the local launcher restarts the "
+                                                                    "job from its last consistent checkpoint")
+    max_restarts: int = Field(3, ge=0)
+    resume_from: int = Field(0, ge=0, description="set by the launcher on a restart: the checkpoint to resume")
 
     @model_validator(mode="after")
     def _warmup(self):
         if self.warmup >= self.iterations:
             raise ValueError(f"run.warmup ({self.warmup}) must be smaller than run.iterations ({self.iterations})")
+        if self.resume_from and (not self.checkpoint_every or self.resume_from % self.checkpoint_every
+                                 or self.resume_from >= self.iterations):
+            raise ValueError(f"run.resume_from ({self.resume_from}) must be a checkpoint: a multiple of "
+                             f"run.checkpoint_every ({self.checkpoint_every}) below run.iterations")
         return self
+
+    def checkpoints(self) -> list[int]:
+        """The iterations after which this run (still) checkpoints."""
+        if not self.checkpoint_every:
+            return []
+        return [n for n in range(self.checkpoint_every, self.iterations, self.checkpoint_every)
+                if n > self.resume_from]
 
 
 class Spec(_Section):
@@ -249,6 +266,10 @@ class Spec(_Section):
         cls = registry.get(self.strategy.name)
         if cls.needs_ps and self.cluster.ps_shards < 1:
             raise ValueError(f"strategy {self.strategy.name!r} needs cluster.ps_shards >= 1")
+        if self.run.checkpoint_every and not cls.checkpointable:
+            able = ", ".join(n for n in registry.names() if registry.get(n).checkpointable)
+            raise ValueError(f"strategy {self.strategy.name!r} cannot checkpoint (run.checkpoint_every): its "
+                             f"workers run apart from one consistent iteration; strategies that can: {able}")
         return self
 
     @model_validator(mode="after")

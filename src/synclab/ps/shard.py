@@ -127,6 +127,32 @@ class Shard:
         with self._progress:
             return self._progress.wait_for(lambda: self.settled(iterations), timeout=timeout)
 
+    def state_dict(self) -> dict:
+        """Values, momentum buffers and versions of every partition (at a checkpoint: nothing in flight)."""
+        out = {}
+        for (key, slice_), e in self._entries.items():
+            with e.lock:
+                if e.rounds or e.waiting_pulls:
+                    raise RuntimeError(f"shard {self.index}: {key!r} slice {slice_} has updates in flight")
+                out[(key, slice_)] = {"value": None if e.value is None else e.value.clone(),
+                                      "momentum": None if e.momentum is None else e.momentum.clone(),
+                                      "version": e.version, "last_push": dict(e.last_push)}
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` (a restart); the partitions must be the same ones."""
+        if set(state) != set(self._entries):
+            raise ValueError(f"shard {self.index}: the checkpoint holds other partitions than the plan gives")
+        for k, s in state.items():
+            e = self._entries[k]
+            with e.lock:
+                e.value, e.momentum, e.version = s["value"], s["momentum"], s["version"]
+                e.last_push = dict(s["last_push"])
+        with self._init_lock:
+            self._uninitialized = sum(e.value is None for e in self._entries.values())
+            if self._uninitialized == 0:
+                self.initialized.set()
+
     def _entry(self, key: str, slice_: int) -> _Entry:
         try:
             return self._entries[(key, slice_)]

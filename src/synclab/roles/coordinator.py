@@ -24,6 +24,7 @@ from pathlib import Path
 import grpc
 
 from synclab.config import Spec
+from synclab.roles import checkpoint
 from synclab.wire import pb, rpc
 from synclab.wire.channels import make_server
 
@@ -136,7 +137,9 @@ class CoordinatorService(rpc.CoordinatorServicer):
     def PublishPlan(self, request, context):
         with self.cv:
             self.job.plan_json = request.plan_json
-            (self.job.run_dir / "plan.json").write_text(json.dumps(json.loads(request.plan_json), indent=1) + "\n")
+            record = self.job.run_dir / "plan.json"
+            if not (self.job.spec.run.resume_from and record.exists()):  # a restart keeps what was planned
+                record.write_text(json.dumps(json.loads(request.plan_json), indent=1) + "\n")
             self.cv.notify_all()
         return pb.Ack()
 
@@ -148,9 +151,24 @@ class CoordinatorService(rpc.CoordinatorServicer):
         with self.cv:
             arrived = self.job.barriers.setdefault(request.name, set())
             arrived.add(request.node)
+            n = checkpoint.iteration_of_barrier(request.name)
+            if n is not None and len(arrived) == request.participants:
+                self._checkpoint(n)  # under the lock: no node passes the barrier before LATEST names it
             self.cv.notify_all()
         self._wait(context, lambda: len(arrived) >= request.participants, context.time_remaining())
         return pb.BarrierReply(arrived=len(arrived))
+
+    def _checkpoint(self, iteration: int) -> None:
+        """Every node saved its state for ``iteration``: save the reports so far, then mark it consistent."""
+        job = self.job
+        try:
+            reports = [r.SerializeToString() for r in job.reports if r.iteration <= iteration]
+            checkpoint.save(job.run_dir, iteration, "coordinator", {"reports": reports})
+            checkpoint.commit(job.run_dir, iteration, [*job.nodes, "coordinator"])
+        except (OSError, ValueError) as e:
+            self.fail(f"checkpoint {iteration} could not be completed: {e}")
+            return
+        log.info("checkpoint %d complete", iteration)
 
     def Heartbeat(self, request, context):
         with self.cv:
@@ -400,6 +418,10 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
                    network_backend=network_backend(spec), link_rate_bps=spec.network.rate_bps,
                    expected={pb.WORKER: spec.n_workers, pb.PS: spec.n_ps},
                    profile=spec.network.link_profile(), heartbeat_s=spec.run.heartbeat_s)
+    if spec.run.resume_from:  # a restart: the reports of the iterations before the checkpoint are kept
+        saved = checkpoint.load(run_dir, spec.run.resume_from, "coordinator")
+        job.reports = [pb.IterationReport.FromString(b) for b in saved["reports"]]
+        log.info("resuming from checkpoint %d with %d iteration reports", spec.run.resume_from, len(job.reports))
     metrics = NodeMetrics("coordinator", "coordinator")
     service = CoordinatorService(job, reshape_own_link=own_link_reshaper(spec, metrics))
     server = make_server(token, max_workers=16 + 4 * job.total_nodes)

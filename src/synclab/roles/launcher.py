@@ -4,6 +4,13 @@ Children run in their own session (Ctrl-C reaches only the launcher, which then
 stops the job cleanly) and die with the launcher (PR_SET_PDEATHSIG), so no
 orphans survive a crash. The launcher writes ``status.json`` in every case:
 ``ok``, ``failed`` (which node, its exit code) or ``interrupted``.
+
+With ``run.restart: on-failure`` a failed job is restarted, up to
+``run.max_restarts`` times, from its last consistent checkpoint
+(:mod:`synclab.roles.checkpoint`; from the start when there is none). The unit of
+restart is the whole job, as in torchelastic: a synchronous job cannot go on
+with one node rewound, so every node stops and resumes from the same cut.
+``status.json`` lists each restart with its cause.
 """
 
 from __future__ import annotations
@@ -105,13 +112,14 @@ class LocalCluster:
         self.children.append(child)
         return child
 
-    def start(self) -> str:
+    def start(self, spec_path: Path | None = None) -> str:
+        spec_path = spec_path or self.run_dir / "spec.yaml"
         if self.isolation == "netns":
             self._build_netns()
         _, coord_host = self._where("coordinator")
         port = free_port(self.host) if self.netns is None else 50051
         address = f"{coord_host}:{port}"
-        self._spawn("coordinator", ["coordinator", "--spec", str(self.run_dir / "spec.yaml"), "--run-dir",
+        self._spawn("coordinator", ["coordinator", "--spec", str(spec_path), "--run-dir",
                                     str(self.run_dir), "--listen", address])
         for name, role in self.node_names()[1:]:
             _, host = self._where(name)
@@ -163,11 +171,34 @@ class LocalCluster:
     def exit_codes(self) -> dict[str, int | None]:
         return {c.name: c.proc.poll() for c in self.children}
 
+    def restart(self) -> int:
+        """Stop every node, then start the job again from its last consistent checkpoint; returns its iteration."""
+        import yaml
+
+        from synclab.roles import checkpoint
+
+        self.terminate()
+        for attr in ("_stub", "_channel"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        self.children = []
+        (self.run_dir / "failure.json").unlink(missing_ok=True)
+        logs = self.run_dir / "logs"
+        if logs.exists():  # the failed attempt's logs stay, numbered
+            self.previous_logs = self.run_dir / f"logs-attempt{len(list(self.run_dir.glob('logs-attempt*'))) + 1}"
+            logs.rename(self.previous_logs)
+        resume = checkpoint.latest(self.run_dir)
+        data = self.spec.to_dict()
+        data["run"]["resume_from"] = resume
+        spec_path = self.run_dir / "spec-restart.yaml"
+        spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
+        self.start(spec_path)
+        return resume
+
 
 def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | None = None,
               poll_s: float = 0.25) -> dict:
-    """Wait for the job; returns the status record (also written to status.json)."""
-    coordinator = cluster.children[0]
+    """Wait for the job (restarting it as ``run.restart`` says); returns the status record (also status.json)."""
     status = {"status": "ok", "reason": ""}
 
     # Ctrl-C, `kill`, `timeout` and container stops end the job. The handler only raises a flag, checked
@@ -179,33 +210,15 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    restarts: list[dict] = []
     try:
         while True:
-            if stop.is_set():
-                raise KeyboardInterrupt
-            rc = coordinator.proc.poll()
-            if rc is not None:
-                if rc != 0:
-                    status = {"status": "failed", "reason": _failure_reason(cluster, rc)}
+            status = _watch(cluster, on_progress, poll_s, stop)
+            if status["status"] != "failed" or not _may_restart(cluster.spec.run, len(restarts)):
                 break
-            crashed = [c for c in cluster.children[1:] if c.proc.poll() not in (None, 0)]
-            if crashed:
-                time.sleep(poll_s)  # a killed node's peers fail right after it: report the cause, not them
-                crashed = [c for c in cluster.children[1:] if c.proc.poll() not in (None, 0)]
-                c = min(crashed, key=lambda c: c.proc.returncode >= 0)  # killed by a signal first
-                reason = f"{c.name} exited with code {c.proc.returncode} (log: {c.log_path})"
-                cluster.stop_job(reason)
-                status = {"status": "failed", "reason": reason}
-                try:
-                    coordinator.proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
-                break
-            if on_progress is not None:
-                st = cluster.status()
-                if st is not None:
-                    on_progress(st.iterations_done, st.iterations_total)
-            time.sleep(poll_s)
+            resumed = cluster.restart()
+            restarts.append({"reason": status["reason"], "resumed_from": resumed, "at": time.time(),
+                             "logs": str(getattr(cluster, "previous_logs", ""))})
         if status["status"] == "ok":
             for c in cluster.children[1:]:
                 try:
@@ -218,6 +231,8 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if restarts:
+            status["restarts"] = restarts
         try:
             cluster.terminate()
         except BaseException as e:  # the job's record still gets written, with why teardown failed
@@ -227,6 +242,43 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
             status["exit_codes"] = cluster.exit_codes()
             status["pids"] = {c.name: c.proc.pid for c in cluster.children}
             (cluster.run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
+    return status
+
+
+def _may_restart(run, restarts_so_far: int) -> bool:
+    return run.restart == "on-failure" and restarts_so_far < run.max_restarts
+
+
+def _watch(cluster: LocalCluster, on_progress, poll_s: float, stop: threading.Event) -> dict:
+    """Poll one attempt of the job until the coordinator exits or a node crashes; the attempt's status."""
+    coordinator = cluster.children[0]
+    status = {"status": "ok", "reason": ""}
+    while True:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        rc = coordinator.proc.poll()
+        if rc is not None:
+            if rc != 0:
+                status = {"status": "failed", "reason": _failure_reason(cluster, rc)}
+            break
+        crashed = [c for c in cluster.children[1:] if c.proc.poll() not in (None, 0)]
+        if crashed:
+            time.sleep(poll_s)  # a killed node's peers fail right after it: report the cause, not them
+            crashed = [c for c in cluster.children[1:] if c.proc.poll() not in (None, 0)]
+            c = min(crashed, key=lambda c: c.proc.returncode >= 0)  # killed by a signal first
+            reason = f"{c.name} exited with code {c.proc.returncode} (log: {c.log_path})"
+            cluster.stop_job(reason)
+            status = {"status": "failed", "reason": reason}
+            try:
+                coordinator.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            break
+        if on_progress is not None:
+            st = cluster.status()
+            if st is not None:
+                on_progress(st.iterations_done, st.iterations_total)
+        time.sleep(poll_s)
     return status
 
 

@@ -18,6 +18,7 @@ from synclab.plans.schema import PlanError, ServerPlan, read_plan
 from synclab.ps.serve_queue import make_serve_queue
 from synclab.ps.shard import PushRejected, Shard
 from synclab.strategies import registry
+from synclab.roles import checkpoint
 from synclab.roles.bootstrap import join, message_limits, report_network, reshaper, shaper_for
 from synclab.transport.node import NodeTransport
 from synclab.transport.spans import SpanLog
@@ -74,6 +75,9 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
                                         send=lambda w, m: transport.reverse_link(w, spec.run.connect_timeout_s).send(m),
                                         on_aggregated=j.metrics.observe_aggregation)
 
+        if spec.run.resume_from:  # a restart: values, momentum and versions as of the checkpoint
+            shard.load_state_dict(checkpoint.load(j.run_dir, spec.run.resume_from, j.name)["shard"])
+
         def refuse(msg, err):
             """What the transport does for an inline handler's error: refuse the sender's stream."""
             failure.append(f"refused a message from {msg.sender}: {err}")
@@ -89,6 +93,12 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
             raise TimeoutError(f"{j.name}: initial parameters did not arrive")
         client.barrier("ready", n_nodes)
         client.barrier("start", n_nodes)
+        for n in spec.run.checkpoints():
+            while not shard.wait_settled(n, timeout=1.0):  # every update of iteration n applied, pulls answered
+                if failure:
+                    raise RuntimeError(failure[-1])
+            checkpoint.save(j.run_dir, n, j.name, {"shard": shard.state_dict()})
+            client.barrier(checkpoint.barrier_name(n), n_nodes)
         client.barrier("end", n_nodes)
         if not shard.wait_settled(spec.run.iterations, spec.run.connect_timeout_s):
             raise TimeoutError(f"{j.name}: pushes or pulls of the last iterations did not arrive")

@@ -19,6 +19,7 @@ from synclab.compute.events import EventLog
 from synclab.compute.replay import ReplayEngine
 from synclab.data import make_dataset
 from synclab.models import build_model, model_input_spec
+from synclab.roles import checkpoint
 from synclab.roles.bootstrap import join, message_limits, report_network, reshaper, shaper_for
 from synclab.roles.client import JobAborted
 from synclab.strategies import WorkerContext, registry
@@ -113,6 +114,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
                             options=spec.strategy.options)
         strategy = cls(ctx)
         engine.attach(strategy)
+        rng = _resume(spec, engine, strategy, j.run_dir, j.name) if spec.run.resume_from else None
         for i, n in shards.items():
             ctx.ps_links[i] = transport.connect(n.name, n.address, "ps")
         for r in sorted(strategy.peers()):
@@ -120,6 +122,8 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         n_nodes = len(nodes)
         client.barrier("connected", n_nodes)
         strategy.setup()
+        if rng is not None:
+            torch.set_rng_state(rng)
         client.barrier("ready", n_nodes)
         _train(spec, engine, strategy, client, metrics, None if engine.replay else dataset_for(spec), current,
                n_nodes, spans)
@@ -147,6 +151,28 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         if ok and spec.run.linger_s:
             time.sleep(spec.run.linger_s)  # let scrapers read the final counters
     return 0 if ok else 1
+
+
+def _resume(spec, engine, strategy, run_dir, node: str) -> torch.Tensor:
+    """Load this worker's state from checkpoint ``run.resume_from``; returns the RNG state to restore."""
+    state = checkpoint.load(run_dir, spec.run.resume_from, node)
+    if len(state["tensors"]) != len(engine.tensors):
+        raise ValueError(f"checkpoint {spec.run.resume_from} of {node} holds {len(state['tensors'])} tensors, "
+                         f"the model {len(engine.tensors)}")
+    with torch.no_grad():
+        for t, saved in zip(engine.tensors, state["tensors"]):
+            t.copy_(saved)
+    strategy.load_state_dict(state["strategy"])
+    log.info("%s resumes after iteration %d", node, spec.run.resume_from)
+    return state["rng"]
+
+
+def _save_checkpoint(spec, engine, strategy, client, iteration: int, n_nodes: int) -> None:
+    """Iteration ``iteration``'s synchronization is complete: save, then wait for every node to have saved."""
+    checkpoint.save(strategy.ctx.run_dir, iteration, strategy.ctx.node,
+                    {"tensors": [t.detach().cpu().clone() for t in engine.tensors],
+                     "strategy": strategy.state_dict(), "rng": torch.get_rng_state()})
+    client.barrier(checkpoint.barrier_name(iteration), n_nodes)
 
 
 def replay_engine(spec, device: torch.device) -> ReplayEngine:
@@ -207,7 +233,8 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
         sent0, recv0 = sent, recv
 
     prev, prev_checksum = None, math.nan
-    for it in range(1, spec.run.iterations + 1):
+    checkpoints = set(spec.run.checkpoints())
+    for it in range(spec.run.resume_from + 1, spec.run.iterations + 1):
         current[0] = it
         start = time.perf_counter()
         x, y = dataset.batch(it - 1, data_rank, data_world, data_batch) if data_world else (None, None)
@@ -221,6 +248,12 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
             engine.wait_fresh()
             prev_checksum = params_checksum(engine.tensors)
         prev = timing
+        if it in checkpoints:  # drain this iteration's sync, report it, save; iteration it+1 starts afresh
+            engine.wait_fresh()
+            report(prev, time.perf_counter(), prev_checksum)
+            prev = None
+            client.flush_reports()
+            _save_checkpoint(spec, engine, strategy, client, it, n_nodes)
     # Every iteration's span holds its own compute and one sync wait: the previous iteration's, which its
     # forward waits on (or, with run.check_params, its own, awaited before the checksum). The last sync
     # is then the job's drain, not a second sync of iteration N, which ends where its compute does.

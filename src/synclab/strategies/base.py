@@ -85,6 +85,9 @@ class Strategy(ABC):
     single_process: ClassVar[bool] = False    # one worker with the global batch
     send_policy: ClassVar[str] = "fifo"       # transport scheduler policy on workers
     server_mode: ClassVar[str] = "notify-pull"  # PS behaviour, when needs_ps
+    # Every worker ends each iteration with the same parameters (a consistent cut exists after any iteration),
+    # and state_dict() holds all the worker-side state beyond them: run.checkpoint_every may be set.
+    checkpointable: ClassVar[bool] = False
 
     def __init__(self, ctx: WorkerContext):
         self.ctx = ctx
@@ -141,3 +144,10 @@ class Strategy(ABC):
 
     def finish(self) -> None:
         """Training is over; release resources."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The worker-side state beyond the parameters (optimizer buffers) at a checkpoint; default none."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` on a restart, before :meth:`setup`."""

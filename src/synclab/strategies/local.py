@@ -16,11 +16,18 @@ from synclab.strategies.registry import register
 class Local(Strategy):
     name = "local"
     single_process = True
+    checkpointable = True
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
         self._grads: dict[int, torch.Tensor] = {}
         self._opt = torch.optim.SGD(ctx.tensors, lr=ctx.lr, momentum=ctx.momentum, weight_decay=ctx.weight_decay)
+
+    def state_dict(self):
+        return {"optimizer": self._opt.state_dict()}
+
+    def load_state_dict(self, state):
+        self._opt.load_state_dict(state["optimizer"])
 
     def on_gradient(self, iteration, index, grad):
         self._grads[index] = grad

@@ -97,6 +97,7 @@ class MgWfbp(Strategy):
     name = "mgwfbp"
     Options = MgWfbpOptions
     Plan = MgWfbpPlan
+    checkpointable = True
     plan_algorithm: ClassVar[str] = "paper"
 
     @classmethod
@@ -128,6 +129,20 @@ class MgWfbp(Strategy):
 
     def peers(self):
         return {self._next} if self.ctx.world > 1 else set()
+
+    def state_dict(self):
+        """Momentum, the merge plan in use (None while profiling) and rank 0's profiled iterations so far."""
+        return {"momentum": dict(self._momentum),
+                "merged": None if self.plan is None else list(self.plan.merged_flags()),
+                "profiles": [f.result() for f in self._profiles if f.done() and f.exception() is None]}
+
+    def load_state_dict(self, state):
+        """A restart keeps the plan it ran with (re-planning from new timings would change the groups)."""
+        self._momentum = dict(state["momentum"])
+        for future, sample in zip(self._profiles, state["profiles"]):
+            future.set_result(sample)
+        if state["merged"] is not None:
+            self._use(MergePlan.from_merged_flags(state["merged"]))
 
     def _allreduce_mean_(self, flat: torch.Tensor, key: str, iteration: int) -> torch.Tensor:
         c = self.ctx

@@ -68,6 +68,7 @@ class P3(PsStrategy):
     server_mode = "broadcast"
     Plan = P3Plan
     prioritized: ClassVar[bool] = True
+    checkpointable = True   # the optimizer state lives on the shards (Shard.state_dict)
 
     @classmethod
     def make_plan(cls, params, *, ps_shards, workers, seed, options):

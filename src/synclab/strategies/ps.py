@@ -193,4 +193,5 @@ class PsStrategy(Strategy):
 class ParameterServerBaseline(PsStrategy):
     name = "ps"
     server_mode = "notify-pull"
+    checkpointable = True   # the optimizer state lives on the shards (Shard.state_dict)
     pull_on_notify = True

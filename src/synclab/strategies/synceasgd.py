@@ -24,6 +24,7 @@ _KEY = "synceasgd/all"
 @register
 class SyncEasgd(Strategy):
     name = "synceasgd"
+    checkpointable = True
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
@@ -38,6 +39,12 @@ class SyncEasgd(Strategy):
 
     def peers(self):
         return {self._next} if self.ctx.world > 1 else set()
+
+    def state_dict(self):
+        return {"momentum": dict(self._momentum)}
+
+    def load_state_dict(self, state):
+        self._momentum = dict(state["momentum"])
 
     def _view(self, index: int) -> torch.Tensor:
         offset, numel = self._slot_of[index]

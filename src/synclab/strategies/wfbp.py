@@ -18,6 +18,7 @@ from synclab.strategies.registry import register
 @register
 class Wfbp(Strategy):
     name = "wfbp"
+    checkpointable = True
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)
@@ -27,6 +28,12 @@ class Wfbp(Strategy):
 
     def peers(self):
         return {self._next} if self.ctx.world > 1 else set()
+
+    def state_dict(self):
+        return {"momentum": dict(self._bufs)}
+
+    def load_state_dict(self, state):
+        self._bufs = dict(state["momentum"])
 
     def allreduce_mean_(self, flat: torch.Tensor, key: str, iteration: int) -> torch.Tensor:
         c = self.ctx

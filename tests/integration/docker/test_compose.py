@@ -200,6 +200,16 @@ def test_worker_wire_tx_respects_link_rate(cluster):
             f"worker{w} never drove its link near the rate (peak {peak / 1e9:.3f} Gbit/s per 100 ms)")
 
 
+def test_load_profile_runs_locust_in_the_image(cluster):
+    """The `load` service's image carries Locust: a short headless `synclab load` of a shard of its own."""
+    r = cluster.compose("--profile", "load", "run", "--rm", "--no-deps", "load", "sh", "-c",
+                        "synclab load --target ps --users 2 --duration 5s --floats 16384 --out /tmp/load "
+                        "&& echo LOAD-JSON && cat /tmp/load/load.json", timeout=300, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.loads(r.stdout.split("LOAD-JSON", 1)[1])
+    assert summary["ok"] and summary["check"]["pushes_applied"] == summary["check"]["pushes_acknowledged"] > 0
+
+
 def test_down_leaves_nothing_behind(cluster):
     # Last test in the module: tear down here and check (the fixture's down is then a no-op).
     cluster.compose("down", "-v", "--remove-orphans", "--timeout", "10", timeout=300)
