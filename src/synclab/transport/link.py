@@ -73,13 +73,18 @@ class Link:
     def _paced(self) -> Iterator[pb.Frame]:
         while True:
             backlogged = self.scheduler.queued_bytes > 0
-            frame = self.scheduler.next_frame()
+            bucket = self.shaper.bucket
+            wait = [0.0]
+
+            def reserve(n: int) -> None:  # under the scheduler's lock: pacing order = the scheduler's order
+                wait[0] = bucket.reserve(n + FRAME_OVERHEAD_BYTES, backlogged)
+
+            frame = self.scheduler.next_frame(reserve if bucket is not None else None)
             if frame is None:
                 return
             n = len(frame.payload)
-            bucket = self.shaper.bucket
-            if bucket is not None:
-                bucket.consume(n + FRAME_OVERHEAD_BYTES, backlogged)
+            if wait[0] > 0:
+                time.sleep(wait[0])
             self.bytes_sent += n
             self.meter.add_sent(self.peer, KIND_NAMES[frame.header.kind], n)
             if self.spans is not None:

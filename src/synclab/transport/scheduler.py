@@ -93,8 +93,12 @@ class SendScheduler:
         if self._on_depth is not None:
             self._on_depth(band, self._band_bytes[band])
 
-    def next_frame(self) -> pb.Frame | None:
-        """Block for the next chunk to send; None once closed and drained."""
+    def next_frame(self, on_take: Callable[[int], None] | None = None) -> pb.Frame | None:
+        """Block for the next chunk to send; None once closed and drained.
+
+        ``on_take(payload_bytes)`` runs under the node's scheduler lock as the chunk is taken (the link
+        reserves its pacing slot there, so chunks are paced in the order the scheduler hands them out).
+        """
         with self._cv:
             while not (self._heap and self._heap[0][0] <= self._group.most_urgent()) and not (
                     self._closed and not self._heap):
@@ -104,6 +108,8 @@ class SendScheduler:
             prio, _, entry = self._heap[0]
             frame = next(entry.frames)
             n = len(frame.payload)
+            if on_take is not None:
+                on_take(n)
             entry.remaining -= n
             self._account(prio, -n)
             if entry.remaining <= 0:

@@ -44,6 +44,18 @@ class TokenBucket:
         CPU scheduler (not idleness) is credited back, up to ``CATCH_UP_S`` of the
         rate; an idle sender only ever gets ``burst_bytes``.
         """
+        wait = self.reserve(nbytes, backlogged)
+        if wait > 0:
+            self._sleep(wait)
+        return wait
+
+    def reserve(self, nbytes: int, backlogged: bool = False) -> float:
+        """Take ``nbytes`` tokens now and return how long the caller must wait before sending them.
+
+        Reservations are served in the order they are made, whenever the callers get to sleep: a
+        sender that reserves while it holds its scheduler's lock keeps the pacing order equal to the
+        order the scheduler chose (:meth:`consume` is reserve-then-sleep).
+        """
         with self._lock:
             now = self._clock()
             cap = max(self.burst_bytes, self.rate_Bps * CATCH_UP_S) if backlogged else self.burst_bytes
@@ -51,10 +63,7 @@ class TokenBucket:
             self._last = now
             self._tokens -= nbytes
             debt = -self._tokens
-            wait = debt / self.rate_Bps if debt > 0 else 0.0
-        if wait > 0:
-            self._sleep(wait)
-        return wait
+            return debt / self.rate_Bps if debt > 0 else 0.0
 
 
 class LinkShaper:
