@@ -462,14 +462,16 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *
     if repeat == 0:
         return 0 if stopping.is_set() else code
     if linger is not None and not stopping.is_set():
+        JOB_STARTED_FILE.touch()  # no /metrics while waiting: the health grace covers the wait (Swarm)
         linger(stopping)
     return code
 
 
 def healthcheck() -> int:
-    """Healthy when /metrics answers, or while a job is starting (a node serves metrics only once
-    it has registered, and a supervised node restarts between jobs): an orchestrator that
-    replaces unhealthy containers (Swarm) must not kill nodes waiting for the coordinator.
+    """Healthy when /metrics answers, or while a job is starting or ending (a node serves metrics
+    only once it has registered, a supervised node restarts between jobs, and a one-shot node
+    waits for the coordinator after its job): an orchestrator that replaces unhealthy containers
+    (Swarm) must not kill nodes waiting for the coordinator.
     Port and grace are what stage one validated (HEALTH_FILE), read without importing pydantic."""
     try:
         health = json.loads(HEALTH_FILE.read_text())
