@@ -7,7 +7,8 @@ leave, so the coordinator writes summary.json and status.json and its exit code 
 - a job that runs to the end exits 0, with summary.json and status.json (ok) in /runs/latest;
 - a spec that does not resolve exits 2, and status.json names the bad key;
 - a worker process that dies mid-job fails the job: exit 1, status.json gives the coordinator's reason;
-- a worker container that is killed makes compose stop the job: a non-zero exit, status interrupted.
+- a worker container that is killed makes compose stop the job: a non-zero exit, status interrupted;
+- REPEAT=2 runs two jobs before anything exits; REPEAT=0 (the default) reruns jobs until stopped.
 """
 
 from __future__ import annotations
@@ -64,6 +65,17 @@ def start_one_shot(c) -> subprocess.Popen:
     """The same, left running (its output merged into stdout)."""
     return subprocess.Popen([DOCKER, "compose", *UP_ONE_SHOT], env=c.env, cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+
+
+def run_statuses(c) -> dict[str, dict | None]:
+    """status.json of every run directory on the project's volume (None: none yet), oldest first."""
+    script = ("import json, pathlib\n"
+              "runs = sorted(d for d in pathlib.Path('/runs').iterdir() if d.is_dir() and not d.is_symlink())\n"
+              "print(json.dumps({d.name: json.loads((d / 'status.json').read_text())\n"
+              "                  if (d / 'status.json').exists() else None for d in runs}))")
+    out = c.docker("run", "--rm", "-v", f"{c.project}_runs:/runs:ro", "--entrypoint", "python",
+                   c.env.get("SYNCLAB_IMAGE", "synclab:latest"), "-c", script).stdout
+    return json.loads(out)
 
 
 def wait_for_training(c, deadline_s: float = 300) -> None:
@@ -144,3 +156,25 @@ def test_a_killed_worker_container_stops_the_job_non_zero(cluster):
     assert status["status"] in ("interrupted", "failed") and status["reason"], status
     assert status["exit_codes"]["coordinator"] == up.returncode, (status, up.returncode)
     print(f"\ncompose exit code {up.returncode}; status.json: {json.dumps(status)}")
+
+
+def test_repeat_2_runs_two_jobs_before_exiting_0(cluster):
+    c = cluster(**{**SMALL_JOB, "ITERATIONS": "6", "REPEAT": "2"})
+    r = run_one_shot(c)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    statuses = list(run_statuses(c).values())
+    assert [s["status"] for s in statuses] == ["ok", "ok"], statuses
+
+
+def test_repeat_0_reruns_jobs_until_stopped(cluster):
+    c = cluster(**{**SMALL_JOB, "ITERATIONS": "6", "REPEAT": "0"})
+    c.compose("up", "-d", *NODES, timeout=300)
+    deadline = time.monotonic() + 480
+    while sum(s is not None and s["status"] == "ok" for s in run_statuses(c).values()) < 2:
+        assert time.monotonic() < deadline, c.compose("logs", "--no-color", check=False).stdout[-6000:]
+        time.sleep(5)
+    nodes = [x for s in NODES for x in c.containers(s)]
+    assert all(x["State"] == "running" for x in nodes), nodes  # nobody left after a job
+    c.compose("stop", "--timeout", "10", timeout=120)
+    stopped = [x for s in NODES for x in c.containers(s)]
+    assert all(x["State"] == "exited" and x["ExitCode"] == 0 for x in stopped), stopped
