@@ -12,10 +12,16 @@ unprivileged ``synclab`` user, keeping NET_ADMIN as an *ambient* capability (onl
 when the container has it), so the role can reshape its link live and nothing else
 runs as root (``docker compose exec`` is root, for debugging).
 
-tini is PID 1 and forwards SIGTERM here. With ``SYNCLAB_REPEAT=1`` this process
-*becomes* the role (exec), so the signal reaches it directly; otherwise it stays
-as a small supervisor that reruns the job (a new run directory each time) and
-passes SIGTERM/SIGINT on to the running role before leaving.
+tini is PID 1 and forwards SIGTERM here. This process stays as a small supervisor
+of the role: it runs ``SYNCLAB_REPEAT`` jobs (0: forever, a new run directory each
+time), passes SIGTERM/SIGINT on to the running role, and for the coordinator writes
+``status.json`` into the run directory after each job (ok / failed and why /
+interrupted, like ``synclab run``). With ``SYNCLAB_REPEAT=1`` (one-shot) the
+container exits with its job's exit code, and a worker or PS shard whose last job
+has ended waits until the coordinator stops serving before it exits: under
+``docker compose up --exit-code-from coordinator`` (which stops every container
+as soon as one exits) the coordinator then finishes its records and decides the
+exit code, not the first worker to leave.
 
 The variables are read once into :class:`synclab.config.settings.ContainerSettings`
 (defaults, ranges, help); a bad one stops the container at once with a message
@@ -35,7 +41,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # imported where used: the healthcheck runs every few seconds on the stdlib alone
     from synclab.config.settings import ContainerSettings
@@ -170,6 +176,20 @@ def shape(settings: ContainerSettings, role: str) -> dict:
 
 
 # -- the roles -----------------------------------------------------------------------------------
+STATUS_FILE = "status.json"
+# What status.json says when a stop signal ended a job; under `up --exit-code-from` the usual cause is
+# another container that exited first.
+STOPPED = ("stopped by {signal} before the job ended (docker compose stop or down, or "
+           "--abort-on-container-exit after another container exited)")
+
+
+class Job(NamedTuple):
+    """One run of a role: its command line and, for the coordinator, the run directory it fills."""
+
+    cmd: list[str]
+    run_dir: Path | None = None
+
+
 def new_run_dir(runs: Path, strategy: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     run_dir = runs / f"{stamp}-{strategy}"
@@ -178,6 +198,80 @@ def new_run_dir(runs: Path, strategy: str) -> Path:
         n += 1
         run_dir = runs / f"{stamp}-{strategy}-{n}"
     run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def point_latest(runs: Path, run_dir: Path) -> None:
+    """Make ``runs/latest`` name ``run_dir`` (replaced atomically)."""
+    latest, tmp = runs / "latest", runs / ".latest.tmp"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(run_dir.name)
+    tmp.replace(latest)
+
+
+def exit_code(returncode: int) -> int:
+    """A child's return code as a shell and Docker report it: killed by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def job_status(returncode: int, run_dir: Path, interrupted_by: str | None = None) -> dict:
+    """The ``status.json`` record of one coordinator job, in the launcher's terms (``synclab run``).
+
+    ``ok`` when the coordinator exited 0; ``failed`` with the coordinator's own reason when it
+    failed the job (``failure.json``: a node that died, stopped heartbeats, ...) or else with its
+    exit code; ``interrupted`` when ``interrupted_by`` (a signal this container passed on to the
+    coordinator) ended the job first. The launcher's ``exit_codes`` holds every process of the
+    job; a container sees only its own, the coordinator's.
+    """
+    code = exit_code(returncode)
+    failure = None
+    try:
+        failure = json.loads((run_dir / "failure.json").read_text())
+    except (OSError, ValueError):
+        pass
+    if code == 0:
+        status = {"status": "ok", "reason": ""}
+    elif failure is not None:
+        status = {"status": "failed", "reason": failure.get("reason", ""), "nodes_done": failure.get("nodes_done", [])}
+    elif interrupted_by:
+        status = {"status": "interrupted", "reason": STOPPED.format(signal=interrupted_by)}
+    else:
+        status = {"status": "failed", "reason": f"coordinator exited with code {code} "
+                                                f"(its log: docker compose logs coordinator)"}
+    status["exit_codes"] = {"coordinator": code}
+    return status
+
+
+def write_status(run_dir: Path, status: dict) -> None:
+    tmp = run_dir / f".{STATUS_FILE}.tmp"
+    tmp.write_text(json.dumps(status, indent=2) + "\n")
+    tmp.replace(run_dir / STATUS_FILE)
+    log(f"job {status['status']}" + (f": {status['reason']}" if status["reason"] else "")
+        + f" ({run_dir / STATUS_FILE})")
+
+
+def job_has_ended(job: Job | None) -> bool:
+    """Whether a coordinator job has written its final records and is only closing down."""
+    return job is not None and job.run_dir is not None and any(
+        (job.run_dir / name).exists() for name in ("summary.json", "failure.json"))
+
+
+def record_refused_job(settings: ContainerSettings, reason: str) -> Path:
+    """A run directory for a job that could not start (its spec does not resolve), whose status.json
+    says why: ``runs/latest`` then describes the last attempt, not an older job that succeeded."""
+    runs = settings.runs_dir
+    run_dir = new_run_dir(runs, settings.strategy or "job")
+    write_status(run_dir, {"status": "failed", "reason": reason, "exit_codes": {"coordinator": 2}})
+    point_latest(runs, run_dir)
+    if os.geteuid() == 0:  # stage one is root; the unprivileged jobs that follow share the volume
+        import pwd
+
+        try:
+            user = pwd.getpwnam(RUN_AS)
+        except KeyError:  # not the image (a test on a host without the user)
+            return run_dir
+        for path in (run_dir, run_dir / STATUS_FILE, runs / "latest"):
+            os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
     return run_dir
 
 
@@ -215,25 +309,22 @@ def resolve_job_spec(settings: ContainerSettings, outcome: dict) -> None:
 
 
 def coordinator_job(settings: ContainerSettings, outcome: dict):
-    """A callable that prepares one job's run directory and returns its command line."""
+    """A callable that prepares one job's run directory and returns the :class:`Job`."""
     import yaml
 
     spec_text = JOB_SPEC_FILE.read_text()
     strategy = yaml.safe_load(spec_text)["strategy"]["name"]
     runs, port = settings.runs_dir, settings.listen_port
 
-    def next_job() -> list[str]:
+    def next_job() -> Job:
         run_dir = new_run_dir(runs, strategy)
         spec_path = run_dir / "spec.yaml"
         spec_path.write_text(spec_text)
         (run_dir / "shaping-coordinator.json").write_text(json.dumps(outcome, indent=2) + "\n")
-        latest, tmp = runs / "latest", runs / ".latest.tmp"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(run_dir.name)
-        tmp.replace(latest)
+        point_latest(runs, run_dir)
         log(f"job {run_dir}")
-        return ["synclab", "coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir),
-                "--listen", f"0.0.0.0:{port}", "--metrics-port", str(settings.metrics_port)]
+        return Job(["synclab", "coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir),
+                    "--listen", f"0.0.0.0:{port}", "--metrics-port", str(settings.metrics_port)], run_dir)
 
     return next_job
 
@@ -246,17 +337,51 @@ def node_job(role: str, settings: ContainerSettings):
            "--advertise", advertise, "--port", str(port), "--metrics-port", str(settings.metrics_port),
            "--connect-timeout", str(timeout)]
     log(f"{role} at {advertise}:{port}, coordinator {coordinator}")
-    return lambda: cmd
+    return lambda: Job(cmd)
+
+
+def coordinator_serving(address: str, timeout_s: float = 2.0) -> bool:
+    """Whether something accepts TCP connections at ``host:port`` (the coordinator's job server)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def wait_for_job_end(address: str, stopping: threading.Event, poll_s: float = 0.5) -> None:
+    """Block until the coordinator at ``address`` stops serving, or this container is stopped.
+
+    The coordinator closes its server only after its records (summary.json or failure.json) are
+    written. Nothing on the wire announces that to a node that has already left the job, so this
+    asks the port: a refused (or unresolvable) address means the job has ended.
+    """
+    if not coordinator_serving(address):
+        return
+    log(f"waiting for the coordinator at {address} to end the job")
+    while not stopping.wait(poll_s):
+        if not coordinator_serving(address):
+            return
 
 
 def prepare(role: str) -> list[str]:
     """Stage one (root): check every variable, shape the link, return the command of stage two."""
+    from synclab.config.settings import SettingsError
+
     settings = read_settings()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     HEALTH_FILE.write_text(json.dumps({"metrics_port": settings.metrics_port, "grace_s": settings.health_grace_s}))
     outcome = shape(settings, role)
     if role == "coordinator":
-        resolve_job_spec(settings, outcome)  # a bad spec stops here, before any node waits for it
+        try:
+            resolve_job_spec(settings, outcome)  # a bad spec stops here, before any node waits for it
+        except SettingsError as e:
+            try:
+                record_refused_job(settings, f"invalid job: {e}")
+            except OSError as io_error:  # the volume is not writable: the log still names the bad spec
+                log(f"cannot record the refused job in {settings.runs_dir}: {io_error}")
+            raise
     stage_two = [sys.executable, os.path.abspath(__file__), AS_USER, role]
     if os.geteuid() != 0:
         return stage_two
@@ -269,42 +394,64 @@ def prepare(role: str) -> list[str]:
 
 
 def run_role(role: str) -> int:
-    """Stage two (unprivileged): run the role once (exec) or supervise repeated jobs."""
+    """Stage two (unprivileged): run the role's jobs under :func:`supervise`."""
     settings = read_settings()
     outcome = json.loads(SHAPING_FILE.read_text())
-    next_job = coordinator_job(settings, outcome) if role == "coordinator" else node_job(role, settings)
+    if role == "coordinator":
+        next_job, linger = coordinator_job(settings, outcome), None
+    else:
+        next_job = node_job(role, settings)
+
+        def linger(stopping: threading.Event) -> None:
+            wait_for_job_end(settings.coordinator, stopping)
+
     verbose = ["-v"] if settings.verbose else []
-    env = dict(os.environ)
-    if settings.repeat == 1:
-        cmd = next_job() + verbose
-        JOB_STARTED_FILE.touch()
-        os.execvpe(cmd[0], cmd, env)
-    return supervise(next_job, verbose, env, settings.repeat, role)
+    return supervise(next_job, verbose, dict(os.environ), settings.repeat, role, linger=linger)
 
 
-def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str) -> int:
-    """Rerun the role until ``repeat`` jobs succeeded (0: until stopped); forward SIGTERM/SIGINT."""
+def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *, linger=None) -> int:
+    """Run the role's jobs and return the container's exit code.
+
+    ``repeat`` 0 reruns jobs until the container is stopped (exit 0); N > 1 runs until N jobs
+    succeeded, rerunning failed ones; 1 (one-shot) runs one job and exits with its code, 128 + N
+    when signal N ended it. SIGTERM/SIGINT are passed on to the running role, except to a
+    coordinator whose records are already written: it finishes, and its outcome stands. Each
+    coordinator job gets status.json. ``linger(stopping)``, when given, runs after the last job
+    (not with ``repeat`` 0) and blocks until the whole job has ended (a node waits for its
+    coordinator).
+    """
     child: subprocess.Popen | None = None
+    job: Job | None = None
     stopping = threading.Event()
+    passed_on: list[str] = []  # the signal handed to the current job, if any
 
     def forward(signum, _frame):
         stopping.set()
-        if child is not None and child.poll() is None:
+        if child is not None and child.poll() is None and not job_has_ended(job):
+            passed_on.append(signal.Signals(signum).name)
             child.send_signal(signum)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     done, failures_in_row, code = 0, 0, 0
     while not stopping.is_set() and (repeat == 0 or done < repeat):
-        cmd = next_job() + verbose
+        job, passed_on[:] = next_job(), []
         JOB_STARTED_FILE.touch()
-        child = subprocess.Popen(cmd, env=env)
-        code = child.wait()
+        child = subprocess.Popen(job.cmd + verbose, env=env)
+        if stopping.is_set() and not passed_on:  # the stop came between two jobs
+            forward(signal.SIGTERM, None)
+        returncode = child.wait()
+        code = exit_code(returncode)
+        if job.run_dir is not None:
+            write_status(job.run_dir, job_status(returncode, job.run_dir, passed_on[0] if passed_on else None))
         if stopping.is_set():
             break
         if code == 0:
             done, failures_in_row = done + 1, 0
             log(f"{role}: job {done} finished")
+        elif repeat == 1:
+            log(f"{role}: exited with {code}")
+            break
         else:
             # A node that restarts faster than the coordinator between jobs is refused
             # once; a failed job is rerun. Back off so a persistent fault stays readable.
@@ -312,13 +459,19 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str) -
             delay = min(30.0, 0.5 * 2 ** min(failures_in_row, 6))
             log(f"{role}: exited with {code}; starting again in {delay:g} s")
             stopping.wait(delay)
-    return 0 if stopping.is_set() else code
+    if repeat == 0:
+        return 0 if stopping.is_set() else code
+    if linger is not None and not stopping.is_set():
+        JOB_STARTED_FILE.touch()  # no /metrics while waiting: the health grace covers the wait (Swarm)
+        linger(stopping)
+    return code
 
 
 def healthcheck() -> int:
-    """Healthy when /metrics answers, or while a job is starting (a node serves metrics only once
-    it has registered, and a supervised node restarts between jobs): an orchestrator that
-    replaces unhealthy containers (Swarm) must not kill nodes waiting for the coordinator.
+    """Healthy when /metrics answers, or while a job is starting or ending (a node serves metrics
+    only once it has registered, a supervised node restarts between jobs, and a one-shot node
+    waits for the coordinator after its job): an orchestrator that replaces unhealthy containers
+    (Swarm) must not kill nodes waiting for the coordinator.
     Port and grace are what stage one validated (HEALTH_FILE), read without importing pydantic."""
     try:
         health = json.loads(HEALTH_FILE.read_text())

@@ -79,7 +79,7 @@ class Cluster:
 
     def read_run_file(self, name: str) -> str:
         return sh(DOCKER, "run", "--rm", "-v", f"{self.project}_runs:/runs:ro", "--entrypoint", "cat",
-                  "synclab:latest", f"/runs/latest/{name}").stdout
+                  self.env.get("SYNCLAB_IMAGE", "synclab:latest"), f"/runs/latest/{name}").stdout
 
     def prometheus(self, path: str, **params) -> dict:
         url = f"http://127.0.0.1:{self.prometheus_port}{path}?{urllib.parse.urlencode(params)}"

@@ -6,7 +6,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import socket
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -64,14 +67,19 @@ def test_cli_and_container_resolve_the_same_spec(entrypoint, tmp_path, monkeypat
     assert cli["cluster"]["workers"] == 3 and cli["optimizer"]["lr"] == 0.1 and cli["network"]["backend"] == "app"
 
 
-def test_a_bad_spec_key_stops_the_coordinator_naming_file_and_key(entrypoint, monkeypatch, capsys):
+def test_a_bad_spec_key_stops_the_coordinator_naming_file_and_key(entrypoint, monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("SYNCLAB_TOKEN", "t")
     monkeypatch.setenv("SYNCLAB_SPEC", str(COMPOSE_SPEC))
     monkeypatch.setenv("SYNCLAB_SET", "cluster.workers=0")
+    monkeypatch.setenv("SYNCLAB_RUNS_DIR", str(tmp_path / "runs"))
     assert entrypoint.main(["coordinator"]) == 2
     err = capsys.readouterr().err
     assert f"entrypoint: error: {COMPOSE_SPEC}: cluster.workers" in err
     assert not entrypoint.JOB_SPEC_FILE.exists()
+    # runs/latest is this refused job, not an older one that succeeded
+    status = json.loads((tmp_path / "runs" / "latest" / "status.json").read_text())
+    assert status["status"] == "failed" and "cluster.workers" in status["reason"]
+    assert status["exit_codes"] == {"coordinator": 2}
 
 
 @pytest.mark.parametrize("env, message", [
@@ -107,3 +115,99 @@ def test_healthcheck_uses_the_validated_port_and_grace(entrypoint, capsys):
     entrypoint.HEALTH_FILE.write_text(json.dumps({"metrics_port": port, "grace_s": 0.0}))
     assert entrypoint.healthcheck() == 1
     assert f"port {port} does not answer" in capsys.readouterr().err
+
+
+# -- one-shot jobs: exit codes, status.json, nodes that wait for the coordinator -------------------
+@pytest.fixture
+def own_signals():
+    """supervise() installs SIGTERM/SIGINT handlers in this process: put pytest's back afterwards."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def python_job(entrypoint, code: str, run_dir: Path | None = None):
+    """A next_job() that runs ``code`` in a fresh interpreter; counts how often it was asked for."""
+    calls = []
+
+    def next_job():
+        calls.append(1)
+        return entrypoint.Job([sys.executable, "-c", code], run_dir)
+
+    next_job.calls = calls
+    return next_job
+
+
+def test_exit_code_of_a_signalled_child_is_128_plus_the_signal(entrypoint):
+    assert [entrypoint.exit_code(rc) for rc in (0, 1, 2, -15, -9)] == [0, 1, 2, 143, 137]
+
+
+def test_job_status_ok_failed_and_interrupted(entrypoint, tmp_path):
+    assert entrypoint.job_status(0, tmp_path) == {"status": "ok", "reason": "", "exit_codes": {"coordinator": 0}}
+    plain = entrypoint.job_status(3, tmp_path)
+    assert plain["status"] == "failed" and "coordinator exited with code 3" in plain["reason"]
+    stopped = entrypoint.job_status(-15, tmp_path, interrupted_by="SIGTERM")
+    assert stopped["status"] == "interrupted" and "stopped by SIGTERM" in stopped["reason"]
+    assert stopped["exit_codes"] == {"coordinator": 143}
+    # the coordinator's own reason wins, also over a stop that came after it
+    (tmp_path / "failure.json").write_text(json.dumps(
+        {"status": "failed", "reason": "no heartbeat from worker1 for 5 s", "nodes_done": ["ps0"]}))
+    for status in (entrypoint.job_status(1, tmp_path), entrypoint.job_status(-15, tmp_path, "SIGTERM")):
+        assert status["status"] == "failed" and status["reason"] == "no heartbeat from worker1 for 5 s"
+        assert status["nodes_done"] == ["ps0"]
+
+
+def test_one_shot_coordinator_exits_with_its_job_and_writes_status(entrypoint, tmp_path, own_signals):
+    entrypoint.STATE_DIR.mkdir(parents=True)
+    ok = python_job(entrypoint, f"open({str(tmp_path / 'summary.json')!r}, 'w').write('{{}}')", tmp_path)
+    assert entrypoint.supervise(ok, [], dict(os.environ), 1, "coordinator") == 0
+    assert json.loads((tmp_path / "status.json").read_text())["status"] == "ok"
+
+    failing = python_job(entrypoint, "raise SystemExit(3)", tmp_path)
+    assert entrypoint.supervise(failing, [], dict(os.environ), 1, "coordinator") == 3
+    assert len(failing.calls) == 1  # one-shot: a failed job is not rerun
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["status"] == "failed" and status["exit_codes"] == {"coordinator": 3}
+
+
+def test_a_stop_interrupts_a_running_job(entrypoint, tmp_path, own_signals):
+    entrypoint.STATE_DIR.mkdir(parents=True)
+    # the job asks its supervisor to stop (as `docker compose stop` would), then runs on until told
+    job = python_job(entrypoint, "import os, signal, time; os.kill(os.getppid(), signal.SIGTERM); time.sleep(60)",
+                     tmp_path)
+    assert entrypoint.supervise(job, [], dict(os.environ), 1, "coordinator") == 143
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["status"] == "interrupted" and "stopped by SIGTERM" in status["reason"]
+
+
+def test_a_stop_after_the_records_are_written_leaves_the_outcome_alone(entrypoint, tmp_path, own_signals):
+    """Under --exit-code-from, a node that leaves right after the coordinator's records are written
+    makes compose stop the coordinator while it closes down: its exit code still decides."""
+    entrypoint.STATE_DIR.mkdir(parents=True)
+    job = python_job(entrypoint, f"import os, signal, time; open({str(tmp_path / 'summary.json')!r}, 'w'); "
+                                 f"os.kill(os.getppid(), signal.SIGTERM); time.sleep(0.5)", tmp_path)
+    assert entrypoint.supervise(job, [], dict(os.environ), 1, "coordinator") == 0
+    assert json.loads((tmp_path / "status.json").read_text())["status"] == "ok"
+
+
+def test_nodes_linger_after_their_last_job_only(entrypoint, own_signals):
+    entrypoint.STATE_DIR.mkdir(parents=True)
+    lingered = []
+    job = python_job(entrypoint, "raise SystemExit(1)")
+    assert entrypoint.supervise(job, [], dict(os.environ), 1, "worker", linger=lingered.append) == 1
+    assert len(lingered) == 1 and len(job.calls) == 1
+
+
+def test_waiting_for_the_coordinator_ends_when_it_stops_serving(entrypoint):
+    server = socket.create_server(("127.0.0.1", 0))
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    assert entrypoint.coordinator_serving(address)
+    stopping = threading.Event()
+    waiter = threading.Thread(target=entrypoint.wait_for_job_end, args=(address, stopping, 0.02))
+    waiter.start()
+    server.close()
+    waiter.join(timeout=10)
+    assert not waiter.is_alive()
+    assert not entrypoint.coordinator_serving(address)
+    assert not entrypoint.coordinator_serving("no-such-host.invalid:50051", timeout_s=1)
