@@ -201,6 +201,8 @@ def shape(profile: str = typer.Option(..., "--profile", help="Profile name or YA
             _fail(f"{ctl} is missing: is {run_dir} the directory of a running local job?")
         info = _json.loads(ctl.read_text())
         coordinator_addr, token = info["coordinator"], info["token"]
+        if info.get("tls_dir"):  # a job that made its own CA (transport.tls)
+            os.environ.setdefault("SYNCLAB_TLS_DIR", info["tls_dir"])
     if not coordinator_addr or not token:
         _fail("say which job: --run DIR, or --coordinator host:port with SYNCLAB_TOKEN set")
     import grpc
@@ -402,6 +404,26 @@ def _register_reproduce() -> None:
 
 
 _register_reproduce()
+
+
+tls_app = typer.Typer(no_args_is_help=True, help="Mutual TLS for a cluster's gRPC connections (multi-host runs).")
+app.add_typer(tls_app, name="tls")
+
+
+@tls_app.command("init")
+def tls_init(directory: Path = typer.Argument(..., help="Where to write ca.pem, node.pem and node-key.pem."),
+             days: int = typer.Option(30, "--days", min=1, help="How long the certificates are valid."),
+             force: bool = typer.Option(False, "--force", help="Replace files already there.")):
+    """Make a CA for one cluster and a node certificate signed by it; copy DIR to every host and start every
+    SyncLab process with SYNCLAB_TLS_DIR=DIR (the CA's key is not kept: no one can add nodes later)."""
+    from synclab.wire.tls import ENV, FILES, make_cluster_ca
+
+    there = [n for n in FILES.values() if (directory / n).exists()]
+    if there and not force:
+        _fail(f"{directory} already holds {', '.join(there)}; --force replaces them (and every host needs the new ones)")
+    make_cluster_ca(directory, days=days)
+    console.print(f"wrote {', '.join(FILES.values())} to {directory} (valid {days} days); "
+                  f"start every node with {ENV}={directory.resolve()}")
 
 
 def _register_load() -> None:

@@ -200,6 +200,9 @@ class OptimizerSpec(_Section):
 class TransportSpec(_Section):
     chunk_bytes: int | str = 1 << 20
     queue_bytes: int | str = 64 << 20
+    tls: bool = Field(False, description="mutual TLS on every gRPC connection: the local launcher makes a CA for "
+                                         "the job (run_dir/tls); elsewhere SYNCLAB_TLS_DIR names the files "
+                                         "(synclab tls init)")
 
     @field_validator("chunk_bytes", "queue_bytes")
     @classmethod

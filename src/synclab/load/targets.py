@@ -31,7 +31,7 @@ from synclab.ps.serve_queue import InlineServe
 from synclab.ps.shard import Shard
 from synclab.transport.node import NodeTransport
 from synclab.wire import pb, rpc
-from synclab.wire.channels import make_server
+from synclab.wire.channels import bind, make_server
 from synclab.wire.frames import MessageId, MessageLimits, Received
 
 TARGETS = ("ps", "coordinator")
@@ -134,7 +134,7 @@ class CoordinatorTarget:
         self.service = CoordinatorService(self.job)
         self.server = make_server(self.token, max_rpcs)
         rpc.add_CoordinatorServicer_to_server(self.service, self.server)
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        self.port = bind(self.server, f"{host}:{port}")
         if self.port == 0:
             raise OSError(f"load coordinator: cannot listen on {host}:{port}")
         self.server.start()

@@ -26,7 +26,7 @@ import grpc
 from synclab.config import Spec
 from synclab.roles import checkpoint
 from synclab.wire import pb, rpc
-from synclab.wire.channels import make_server
+from synclab.wire.channels import bind, make_server
 
 log = logging.getLogger(__name__)
 
@@ -351,6 +351,7 @@ def build_summary(job: JobState, rows: list[dict], overlap: list[dict] | None = 
         "bytes_sent": bytes_sent,
         "bytes_received": bytes_received,
         "network_backend": job.network_backend,
+        "transport_security": transport_security(),
         "network_isolation": spec.network.isolation,
         "network_profile": spec.network.profile if isinstance(spec.network.profile, (str, type(None)))
         else spec.network.profile.get("name"),
@@ -391,6 +392,13 @@ def compute_fields(spec: Spec) -> dict:
     return out
 
 
+def transport_security() -> str:
+    """What protects this job's gRPC connections (the coordinator's own TLS files decide for every node)."""
+    from synclab.wire.tls import TlsFiles
+
+    return "mutual TLS (cluster CA) + job token" if TlsFiles.from_env() is not None else "job token"
+
+
 def network_backend(spec: Spec) -> str:
     """What shapes the links (resolved by the launcher; ``auto`` only when a node set was started by hand)."""
     return spec.network.backend
@@ -426,7 +434,7 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
     service = CoordinatorService(job, reshape_own_link=own_link_reshaper(spec, metrics))
     server = make_server(token, max_workers=16 + 4 * job.total_nodes)
     rpc.add_CoordinatorServicer_to_server(service, server)
-    if server.add_insecure_port(listen) == 0:
+    if bind(server, listen) == 0:
         raise OSError(f"coordinator: cannot listen on {listen}")
     serve(metrics, port=metrics_port)
     server.start()

@@ -98,11 +98,22 @@ class LocalCluster:
             return [], self.host
         return self.netns.exec_prefix(name), self.netns.address(name)
 
+    def _tls_env(self) -> dict[str, str]:
+        """With ``transport.tls`` and no ``$SYNCLAB_TLS_DIR`` of the user's: a CA made for this job."""
+        from synclab.wire.tls import ENV, FILES, make_cluster_ca
+
+        if not self.spec.transport.tls or os.environ.get(ENV):
+            return {}
+        d = self.run_dir / "tls"
+        if not (d / FILES["key"]).exists():
+            make_cluster_ca(d)
+        return {ENV: str(d.resolve())}
+
     def _spawn(self, name: str, args: list[str]) -> Child:
         logs = self.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         log_path = logs / f"{name}.log"
-        env = dict(os.environ, SYNCLAB_TOKEN=self.token, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, SYNCLAB_TOKEN=self.token, PYTHONUNBUFFERED="1", **self._tls_env())
         with log_path.open("wb") as out:
             prefix, _ = self._where(name)
             proc = subprocess.Popen([*prefix, sys.executable, "-m", "synclab", *args], stdout=out,
@@ -129,12 +140,17 @@ class LocalCluster:
         self.address = address
         control = self.run_dir / "control.json"  # lets `synclab shape --run DIR` reach the job
         control.touch(mode=0o600)
-        control.write_text(json.dumps({"coordinator": address, "token": self.token}) + "\n")
+        control.write_text(json.dumps({"coordinator": address, "token": self.token,
+                                       **{"tls_dir": v for v in self._tls_env().values()}}) + "\n")
         return address
 
     def coordinator_stub(self) -> rpc.CoordinatorStub:
         if not hasattr(self, "_stub"):
-            self._channel = open_channel(self.address, self.token, "launcher")
+            from synclab.wire.tls import ENV, TlsFiles
+
+            tls_dir = self._tls_env().get(ENV) or os.environ.get(ENV)
+            self._channel = open_channel(self.address, self.token, "launcher",
+                                         tls=TlsFiles.load(tls_dir) if tls_dir else None)
             self._stub = rpc.CoordinatorStub(self._channel)
         return self._stub
 

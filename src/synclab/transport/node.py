@@ -27,6 +27,7 @@ from synclab.transport.scheduler import SchedulerGroup
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb
 from synclab.wire.channels import (
+    bind,
     caller_node,
     make_server,
     open_channel,
@@ -80,7 +81,7 @@ class NodeTransport:
             server.add_generic_rpc_handlers((ps_stream_handlers(self._accept_stream, self._pull(pull_handler)),))
         if peer:
             server.add_generic_rpc_handlers((peer_stream_handlers(self._accept_stream),))
-        bound = server.add_insecure_port(f"{host}:{port}")
+        bound = bind(server, f"{host}:{port}")
         if bound == 0:
             raise OSError(f"{self.name}: cannot bind the data-plane server to {host}:{port}")
         server.start()

@@ -28,6 +28,7 @@ import grpc
 from synclab.wire import pb
 from synclab.wire.codec import decode_frame, encode_frame
 from synclab.wire.frames import DEFAULT_CHUNK_BYTES, HEADER_SLACK_BYTES
+from synclab.wire.tls import CLUSTER_NAME, TlsFiles
 
 TOKEN_KEY = "x-synclab-token"
 NODE_KEY = "x-synclab-node"
@@ -124,11 +125,31 @@ class MetadataInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClie
         return continuation(self._details(d), request_iterator)
 
 
+def _tls(tls: TlsFiles | None | str) -> TlsFiles | None:
+    """``"env"``: the files under ``$SYNCLAB_TLS_DIR`` (:mod:`synclab.wire.tls`), else what is given."""
+    return TlsFiles.from_env() if isinstance(tls, str) else tls
+
+
 def open_channel(address: str, token: str, node: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES, *,
-                 keepalive_scale: float = 1.0) -> grpc.Channel:
-    """An insecure channel (the cluster network is private) that authenticates with the job token."""
-    channel = grpc.insecure_channel(address, options=channel_options(chunk_bytes, keepalive_scale=keepalive_scale))
+                 keepalive_scale: float = 1.0, tls: TlsFiles | None | str = "env") -> grpc.Channel:
+    """A channel that authenticates with the job token: plain on a private cluster network, mutual TLS when
+    the process has the cluster's TLS files (``tls``, by default ``$SYNCLAB_TLS_DIR``)."""
+    options = channel_options(chunk_bytes, keepalive_scale=keepalive_scale)
+    files = _tls(tls)
+    if files is None:
+        channel = grpc.insecure_channel(address, options=options)
+    else:  # certificates name the cluster, not hosts (synclab.wire.tls)
+        channel = grpc.secure_channel(address, files.channel_credentials(),
+                                      options=options + [("grpc.ssl_target_name_override", CLUSTER_NAME)])
     return grpc.intercept_channel(channel, MetadataInterceptor(token, node))
+
+
+def bind(server: grpc.Server, address: str, tls: TlsFiles | None | str = "env") -> int:
+    """Listen on ``address`` (plain, or mutual TLS as :func:`open_channel` decides); the port, 0 on failure."""
+    files = _tls(tls)
+    if files is None:
+        return server.add_insecure_port(address)
+    return server.add_secure_port(address, files.server_credentials())
 
 
 def caller_node(context: grpc.ServicerContext) -> str:
