@@ -33,6 +33,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -315,6 +316,7 @@ def coordinator_job(settings: ContainerSettings, outcome: dict):
     spec_text = JOB_SPEC_FILE.read_text()
     strategy = yaml.safe_load(spec_text)["strategy"]["name"]
     runs, port = settings.runs_dir, settings.listen_port
+    listen_host = advertise_address(settings.shape_device)  # the cluster interface only, not every one
 
     def next_job() -> Job:
         run_dir = new_run_dir(runs, strategy)
@@ -324,7 +326,7 @@ def coordinator_job(settings: ContainerSettings, outcome: dict):
         point_latest(runs, run_dir)
         log(f"job {run_dir}")
         return Job(["synclab", "coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir),
-                    "--listen", f"0.0.0.0:{port}", "--metrics-port", str(settings.metrics_port)], run_dir)
+                    "--listen", f"{listen_host}:{port}", "--metrics-port", str(settings.metrics_port)], run_dir)
 
     return next_job
 
@@ -333,7 +335,7 @@ def node_job(role: str, settings: ContainerSettings):
     coordinator, port, timeout = settings.coordinator, settings.port, settings.connect_timeout_s
     advertise = advertise_address(settings.shape_device)
     index_flag = "--rank" if role == "worker" else "--shard"
-    cmd = ["synclab", role, index_flag, "-1", "--coordinator", coordinator, "--host", "0.0.0.0",
+    cmd = ["synclab", role, index_flag, "-1", "--coordinator", coordinator, "--host", advertise,
            "--advertise", advertise, "--port", str(port), "--metrics-port", str(settings.metrics_port),
            "--connect-timeout", str(timeout)]
     log(f"{role} at {advertise}:{port}, coordinator {coordinator}")
@@ -389,8 +391,29 @@ def prepare(role: str) -> list[str]:
 
     user = pwd.getpwnam(RUN_AS)
     os.chown(STATE_DIR, user.pw_uid, user.pw_gid)  # stage two marks job starts there
+    private_tls_copy(user.pw_uid, user.pw_gid)
     caps = ["--inh-caps=+net_admin", "--ambient-caps=+net_admin"] if has_cap("CapBnd") else []
     return ["setpriv", f"--reuid={RUN_AS}", f"--regid={RUN_AS}", "--init-groups", *caps, "--", *stage_two]
+
+
+def private_tls_copy(uid: int, gid: int, state_dir: Path = STATE_DIR) -> Path | None:
+    """``$SYNCLAB_TLS_DIR`` is a read-only mount whose key only its owner may read: copy the files where
+    the unprivileged second stage can, key mode 0600, and point ``SYNCLAB_TLS_DIR`` there."""
+    from synclab.wire.tls import ENV, FILES, TlsFiles
+
+    source = os.environ.get(ENV)
+    if not source:
+        return None
+    TlsFiles.load(source)  # names what is missing
+    target = state_dir / "tls"
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chown(target, uid, gid)
+    for name in FILES.values():
+        shutil.copyfile(Path(source) / name, target / name)
+        os.chmod(target / name, 0o600)
+        os.chown(target / name, uid, gid)
+    os.environ[ENV] = str(target)
+    return target
 
 
 def run_role(role: str) -> int:
@@ -516,12 +539,13 @@ def main(argv: list[str]) -> int:
             f"configure it with SYNCLAB_* variables or run `synclab {argv[0]} ...` directly")
         return 2
     from synclab.config.settings import SettingsError
+    from synclab.wire.tls import TlsError
 
     try:
         if stage_two:
             return run_role(argv[0])
         cmd = prepare(argv[0])
-    except SettingsError as e:
+    except (SettingsError, TlsError) as e:
         log(f"error: {e}")
         return 2
     except (OSError, RuntimeError) as e:  # synclab.netem's ShapingError is a RuntimeError

@@ -211,3 +211,27 @@ def test_waiting_for_the_coordinator_ends_when_it_stops_serving(entrypoint):
     assert not waiter.is_alive()
     assert not entrypoint.coordinator_serving(address)
     assert not entrypoint.coordinator_serving("no-such-host.invalid:50051", timeout_s=1)
+
+
+def test_tls_files_are_copied_private_for_the_unprivileged_stage(entrypoint, tmp_path, monkeypatch):
+    from synclab.wire.tls import ENV, TlsError, make_cluster_ca
+
+    src = make_cluster_ca(tmp_path / "mounted")
+    monkeypatch.setenv(ENV, str(src))
+    target = entrypoint.private_tls_copy(os.getuid(), os.getgid(), state_dir=tmp_path / "state-dir-made")
+    assert os.environ[ENV] == str(target)
+    assert (target / "node-key.pem").read_bytes() == (src / "node-key.pem").read_bytes()
+    assert oct((target / "node-key.pem").stat().st_mode & 0o777) == "0o600"
+    monkeypatch.setenv(ENV, str(tmp_path / "empty"))
+    with pytest.raises(TlsError, match="missing ca.pem"):
+        entrypoint.private_tls_copy(os.getuid(), os.getgid(), state_dir=tmp_path)
+    monkeypatch.delenv(ENV)
+    assert entrypoint.private_tls_copy(os.getuid(), os.getgid(), state_dir=tmp_path) is None
+
+
+def test_nodes_serve_on_the_cluster_interface_only(entrypoint, monkeypatch):
+    monkeypatch.setattr(entrypoint, "advertise_address", lambda device: "10.9.8.7")
+    monkeypatch.setenv("SYNCLAB_TOKEN", "t")
+    job = entrypoint.node_job("worker", entrypoint.read_settings())()
+    assert job.cmd[job.cmd.index("--host") + 1] == "10.9.8.7"
+    assert "0.0.0.0" not in job.cmd
