@@ -80,8 +80,9 @@ class Claim(_Strict):
     source: str
     paper_value: float
     unit: str = ""
-    kind: Literal["value", "ratio"] = "value"
+    kind: Literal["value", "ratio", "argmax"] = "value"
     value: Selector | None = None
+    over: str | None = Field(None, description="argmax: the axis whose value at the metric's maximum is compared")
     num: Selector | None = None
     den: Selector | None = None
     scale: float = Field(1.0, description="SyncLab value x scale before comparing (unit conversion)")
@@ -94,6 +95,8 @@ class Claim(_Strict):
             raise ValueError("kind 'value' needs 'value' (where + metric)")
         if self.kind == "ratio" and (self.num is None or self.den is None):
             raise ValueError("kind 'ratio' needs 'num' and 'den'")
+        if self.kind == "argmax" and (self.value is None or not self.over):
+            raise ValueError("kind 'argmax' needs 'value' (the other axes + metric) and 'over' (the swept axis)")
         return self
 
 

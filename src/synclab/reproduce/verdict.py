@@ -33,6 +33,16 @@ def read(rows: list[dict[str, Any]], sel: Selector) -> float | None:
     return float(v)
 
 
+def argmax(rows: list[dict[str, Any]], sel: Selector, over: str) -> float | None:
+    """The value of axis ``over`` where ``sel.metric`` peaks among the points ``sel.where`` names (None with
+    fewer than three such points: no peak can be told from two)."""
+    hits = [r for r in rows if _match(r, sel.where) and r.get(sel.metric) not in (None, "")]
+    if len({str(r.get(over)) for r in hits}) < 3:
+        return None
+    best = max(hits, key=lambda r: float(r[sel.metric]))
+    return float(best[over])
+
+
 def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
@@ -43,6 +53,8 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
                            "paper_value": claim.paper_value, "unit": claim.unit, "synclab_value": None}
     if claim.kind == "value":
         value = read(rows, claim.value)
+    elif claim.kind == "argmax":
+        value = argmax(rows, claim.value, claim.over)
     else:
         num, den = read(rows, claim.num), read(rows, claim.den)
         value = None if num is None or den is None else num / den

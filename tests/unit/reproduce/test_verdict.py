@@ -1,0 +1,43 @@
+"""The argmax claim: where a swept metric peaks, compared with where the paper saw its peak."""
+
+from synclab.reproduce.schema import Claim
+from synclab.reproduce.verdict import NOT, NOT_RUN, PARTLY, REPRODUCED, judge
+
+SIZES = [5000, 20000, 50000, 200000, 1000000]
+
+
+def _claim(**judge_):
+    return Claim.model_validate({
+        "id": "peak", "quote": "reaches a peak at 50,000", "source": "P3 §5.5", "paper_value": 50000,
+        "kind": "argmax", "over": "strategy.options.slice_params",
+        "value": {"where": {"strategy.name": "p3"}, "metric": "throughput"},
+        "judge": {"within": 0.01, "partly_factor": 4.1, **judge_}})
+
+
+def _rows(throughputs, sizes=SIZES):
+    return [{"strategy.name": "p3", "strategy.options.slice_params": str(s), "throughput": t}
+            for s, t in zip(sizes, throughputs)]
+
+
+def test_peak_where_the_paper_saw_it_is_reproduced():
+    out = judge(_claim(), _rows([80, 95, 100, 97, 60]))
+    assert out["synclab_value"] == 50000 and out["verdict"] == REPRODUCED
+
+
+def test_peak_one_step_away_is_partly_and_far_away_not():
+    assert judge(_claim(), _rows([80, 95, 99, 100, 60]))["verdict"] == PARTLY   # 200,000: 4x
+    assert judge(_claim(), _rows([80, 95, 99, 98, 100]))["verdict"] == NOT      # 1,000,000: 20x
+
+
+def test_fewer_than_three_points_cannot_show_a_peak():
+    assert judge(_claim(), _rows([80, 95], SIZES[:2]))["verdict"] == NOT_RUN
+    other = [{**r, "strategy.name": "ps"} for r in _rows([1, 2, 3, 4, 5])]
+    assert judge(_claim(), other)["verdict"] == NOT_RUN
+
+
+def test_argmax_needs_its_axis():
+    import pytest
+
+    with pytest.raises(ValueError, match="'over'"):
+        Claim.model_validate({"id": "x", "quote": "q", "source": "s", "paper_value": 1, "kind": "argmax",
+                              "value": {"where": {"a": 1}, "metric": "m"}})
