@@ -46,8 +46,12 @@ def load(target: str = typer.Option("ps", "--target", help="What to load: ps (a 
     if web:  # a container's stop (SIGTERM) ends the session as Ctrl-C does, with the results written
         import signal
 
+        stopping: list[bool] = []
+
         def interrupt(*_):
-            raise KeyboardInterrupt
+            if not stopping:  # a second signal (a wrapper passing it on) must not cut the results short
+                stopping.append(True)
+                raise KeyboardInterrupt
 
         signal.signal(signal.SIGTERM, interrupt)
     what = f"{users} users -> {target} {address or '(started on loopback)'}"

@@ -109,7 +109,7 @@ def locust_command(settings: LoadSettings, out: Path, *, web: bool = False, web_
            "-r", str(settings.spawn_rate), "--stop-timeout", f"{max(1, round(settings.stop_timeout_s))}s",
            "--csv", str(out / "locust"), "--csv-full-history", "--json-file", str(out / "locust_final")]
     if web:
-        return cmd + ["--web-host", web_host, "--web-port", str(web_port)]
+        return cmd + ["--web-host", web_host, "--web-port", str(web_port), "--autostart"]  # users start at once
     return cmd + ["--headless", "--only-summary", "--skip-log", "-t", f"{max(1, round(settings.duration_s))}s"]
 
 
