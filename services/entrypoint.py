@@ -23,6 +23,15 @@ has ended waits until the coordinator stops serving before it exits: under
 as soon as one exits) the coordinator then finishes its records and decides the
 exit code, not the first worker to leave.
 
+With ``run.restart: on-failure`` in the job's spec a failed job is restarted here,
+not by the container runtime: the coordinator's supervisor starts the next attempt
+in the same run directory from the last consistent checkpoint
+(``run.resume_from``, up to ``run.max_restarts`` times), and a worker or PS shard
+whose role failed runs it again and joins that attempt. The container never exits
+in between, which is what ``--exit-code-from`` needs (compose stops everything
+when any container exits, whatever its restart policy), and the run directory
+stays known to the one process that owns it.
+
 The variables are read once into :class:`synclab.config.settings.ContainerSettings`
 (defaults, ranges, help); a bad one stops the container at once with a message
 naming it, so it shows in ``docker compose logs``.
@@ -250,6 +259,86 @@ def write_status(run_dir: Path, status: dict) -> None:
         + f" ({run_dir / STATUS_FILE})")
 
 
+# -- restarting a failed job from its last checkpoint ---------------------------------------------
+RESTARTING = "restarting"  # status.json between two attempts of a job; ok / failed / interrupted are final
+RESTART_SPEC = "spec-restart.yaml"
+
+
+def restart_due(run: dict, restarts_so_far: int) -> bool:
+    """Whether a failed attempt of a job whose spec has this ``run`` section is restarted."""
+    return run.get("restart") == "on-failure" and restarts_so_far < run.get("max_restarts", 0)
+
+
+def resume_spec(spec: dict, resume_from: int) -> dict:
+    """The job's spec for an attempt that resumes from checkpoint ``resume_from`` (0: from the start)."""
+    return {**spec, "run": {**spec["run"], "resume_from": resume_from}}
+
+
+def rejoin_due(spec: dict | None, status: dict | None) -> bool:
+    """Whether a worker or PS shard whose role failed should run it again to join the job's next
+    attempt: the job restarts on failure, and its coordinator has not recorded a final outcome."""
+    if not spec or spec.get("run", {}).get("restart") != "on-failure":
+        return False
+    return status is None or status.get("status") == RESTARTING
+
+
+def read_record(path: Path) -> dict | None:
+    """A JSON or YAML record of the run directory; None when it is missing or half written."""
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text())  # JSON is YAML
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def coordinator_cmd(spec_path: Path, run_dir: Path, settings: ContainerSettings) -> list[str]:
+    return ["synclab", "coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir),
+            "--listen", f"0.0.0.0:{settings.listen_port}", "--metrics-port", str(settings.metrics_port)]
+
+
+def coordinator_restart(settings: ContainerSettings):
+    """A callable ``restart(job, restarts_so_far)`` that prepares the next attempt of a failed job in
+    its own run directory, resuming from ``checkpoint.latest`` (``(Job, resume_from)``), or returns
+    None when the spec does not ask for another one."""
+
+    def restart(job: Job, restarts_so_far: int):
+        from synclab.roles import checkpoint
+
+        spec = read_record(job.run_dir / "spec.yaml")
+        if not spec or not restart_due(spec.get("run", {}), restarts_so_far):
+            return None
+        import yaml
+
+        resume = checkpoint.latest(job.run_dir)
+        spec_path = job.run_dir / RESTART_SPEC
+        spec_path.write_text(yaml.safe_dump(resume_spec(spec, resume), sort_keys=False))
+        (job.run_dir / "failure.json").unlink(missing_ok=True)  # the next attempt's records are its own
+        log(f"restarting the job in {job.run_dir} from checkpoint {resume} "
+            f"(restart {restarts_so_far + 1} of {spec['run']['max_restarts']})")
+        return Job(coordinator_cmd(spec_path, job.run_dir, settings), job.run_dir), resume
+
+    return restart
+
+
+def node_rejoin(settings: ContainerSettings):
+    """A callable ``rejoin(stopping)`` for a worker or PS shard whose role failed: True when it should
+    run the role again because the job restarts (read from ``runs/latest``, which the coordinator
+    points at the job) and the coordinator serves, now or within SYNCLAB_CONNECT_TIMEOUT."""
+    latest = settings.runs_dir / "latest"
+
+    def rejoin(stopping: threading.Event) -> bool:
+        if not rejoin_due(read_record(latest / "spec.yaml"), read_record(latest / STATUS_FILE)):
+            return False
+        deadline = time.monotonic() + settings.connect_timeout_s
+        while not coordinator_serving(settings.coordinator):
+            if time.monotonic() > deadline or stopping.wait(0.5):
+                return False
+        return True
+
+    return rejoin
+
+
 def job_has_ended(job: Job | None) -> bool:
     """Whether a coordinator job has written its final records and is only closing down."""
     return job is not None and job.run_dir is not None and any(
@@ -314,7 +403,7 @@ def coordinator_job(settings: ContainerSettings, outcome: dict):
 
     spec_text = JOB_SPEC_FILE.read_text()
     strategy = yaml.safe_load(spec_text)["strategy"]["name"]
-    runs, port = settings.runs_dir, settings.listen_port
+    runs = settings.runs_dir
 
     def next_job() -> Job:
         run_dir = new_run_dir(runs, strategy)
@@ -323,8 +412,7 @@ def coordinator_job(settings: ContainerSettings, outcome: dict):
         (run_dir / "shaping-coordinator.json").write_text(json.dumps(outcome, indent=2) + "\n")
         point_latest(runs, run_dir)
         log(f"job {run_dir}")
-        return Job(["synclab", "coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir),
-                    "--listen", f"0.0.0.0:{port}", "--metrics-port", str(settings.metrics_port)], run_dir)
+        return Job(coordinator_cmd(spec_path, run_dir, settings), run_dir)
 
     return next_job
 
@@ -398,18 +486,21 @@ def run_role(role: str) -> int:
     settings = read_settings()
     outcome = json.loads(SHAPING_FILE.read_text())
     if role == "coordinator":
-        next_job, linger = coordinator_job(settings, outcome), None
+        next_job, linger, rejoin = coordinator_job(settings, outcome), None, None
+        restart = coordinator_restart(settings)
     else:
-        next_job = node_job(role, settings)
+        next_job, restart, rejoin = node_job(role, settings), None, node_rejoin(settings)
 
         def linger(stopping: threading.Event) -> None:
             wait_for_job_end(settings.coordinator, stopping)
 
     verbose = ["-v"] if settings.verbose else []
-    return supervise(next_job, verbose, dict(os.environ), settings.repeat, role, linger=linger)
+    return supervise(next_job, verbose, dict(os.environ), settings.repeat, role, linger=linger,
+                     restart=restart, rejoin=rejoin)
 
 
-def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *, linger=None) -> int:
+def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *, linger=None, restart=None,
+              rejoin=None) -> int:
     """Run the role's jobs and return the container's exit code.
 
     ``repeat`` 0 reruns jobs until the container is stopped (exit 0); N > 1 runs until N jobs
@@ -419,6 +510,12 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *
     coordinator job gets status.json. ``linger(stopping)``, when given, runs after the last job
     (not with ``repeat`` 0) and blocks until the whole job has ended (a node waits for its
     coordinator).
+
+    ``restart(job, restarts_so_far)`` (the coordinator) returns the next attempt of a failed job and
+    the checkpoint it resumes from, or None; attempts are not jobs (``repeat`` counts jobs), and
+    status.json says ``restarting`` between them and lists every restart in the end.
+    ``rejoin(stopping)`` (a worker or PS shard) says whether a failed role should run again at once
+    to join such an attempt, with any ``repeat``.
     """
     child: subprocess.Popen | None = None
     job: Job | None = None
@@ -431,24 +528,43 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *
             passed_on.append(signal.Signals(signum).name)
             child.send_signal(signum)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    done, failures_in_row, code = 0, 0, 0
-    while not stopping.is_set() and (repeat == 0 or done < repeat):
-        job, passed_on[:] = next_job(), []
+    def attempt() -> int:
+        nonlocal child
+        passed_on[:] = []
         JOB_STARTED_FILE.touch()
         child = subprocess.Popen(job.cmd + verbose, env=env)
         if stopping.is_set() and not passed_on:  # the stop came between two jobs
             forward(signal.SIGTERM, None)
-        returncode = child.wait()
-        code = exit_code(returncode)
-        if job.run_dir is not None:
-            write_status(job.run_dir, job_status(returncode, job.run_dir, passed_on[0] if passed_on else None))
+        return child.wait()
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    done, failures_in_row, code = 0, 0, 0
+    while not stopping.is_set() and (repeat == 0 or done < repeat):
+        job, restarts = next_job(), []
+        while True:
+            returncode = attempt()
+            code = exit_code(returncode)
+            if job.run_dir is None:
+                break
+            status = job_status(returncode, job.run_dir, passed_on[0] if passed_on else None)
+            again = restart(job, len(restarts)) if code and restart and not stopping.is_set() else None
+            if again is None:
+                write_status(job.run_dir, {**status, "restarts": restarts} if restarts else status)
+                break
+            job, resumed_from = again
+            restarts.append({"reason": status["reason"], "exit_code": code, "resumed_from": resumed_from,
+                             "at": time.time()})
+            write_status(job.run_dir, {**status, "status": RESTARTING, "restarts": restarts})
         if stopping.is_set():
             break
         if code == 0:
             done, failures_in_row = done + 1, 0
             log(f"{role}: job {done} finished")
+        elif rejoin is not None and rejoin(stopping):
+            # The coordinator restarts the job: join its next attempt (a failed job is not a finished one).
+            log(f"{role}: exited with {code}; the job restarts from its last checkpoint: joining it again")
+            stopping.wait(1.0)  # a coordinator still closing the failed attempt refuses registrations
         elif repeat == 1:
             log(f"{role}: exited with {code}")
             break
@@ -519,7 +635,11 @@ def main(argv: list[str]) -> int:
 
     try:
         if stage_two:
-            return run_role(argv[0])
+            code = run_role(argv[0])
+            # The exit code is decided: a stop that arrives while the interpreter shuts down (its
+            # signal handlers are reset to the default there) must not turn it into 143.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+            return code
         cmd = prepare(argv[0])
     except SettingsError as e:
         log(f"error: {e}")
