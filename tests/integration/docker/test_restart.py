@@ -1,0 +1,126 @@
+"""A container job with `run.restart: on-failure` survives a crashed worker (issue 15 item 4).
+
+One-shot (`REPEAT=1 docker compose up --exit-code-from coordinator`), ps on smallcnn, 2 workers,
+2 shards, 40 iterations, a checkpoint every 5. Once a checkpoint is committed, the role process
+inside one worker container is killed (kill -9, the container stays up). The coordinator's
+entrypoint starts the next attempt in the same run directory from `checkpoint/LATEST`, the killed
+worker's entrypoint runs its role again, the surviving nodes rejoin, and the job ends `ok`:
+compose exits 0, status.json lists the restart, every (rank, iteration) is in iterations.csv
+once, and params.pt equals that of an uninterrupted run of the same job (rtol 1e-5).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
+
+REPO = Path(__file__).resolve().parents[3]
+DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
+UP_ONE_SHOT = ("up", "--exit-code-from", "coordinator", "--no-color", "coordinator", "worker", "ps")
+ITERATIONS, EVERY = 40, 5
+JOB = {"PROFILE": "1gbit", "WORKERS": "2", "SHARDS": "2", "ITERATIONS": str(ITERATIONS), "REPEAT": "1",
+       "SPEC_SET": f"run.warmup=2 run.heartbeat_timeout_s=5 run.checkpoint_every={EVERY} run.restart=on-failure"}
+# kill -9 of the role a worker container runs (its entrypoint's own command line says `--as-user worker`)
+KILL_WORKER_ROLE = ("import os, signal\n"
+                    "for p in filter(str.isdigit, os.listdir('/proc')):\n"
+                    "    argv = open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')\n"
+                    "    if b'worker' in argv and b'--rank' in argv:\n"
+                    "        os.kill(int(p), signal.SIGKILL); print('killed', p)\n")
+# params.pt (rank 0's state dict) of two projects' run volumes, mounted at /a and /b, compared in the image.
+COMPARE = ("import json, torch\n"
+           "a = torch.load('/a/latest/params.pt', weights_only=False)\n"
+           "b = torch.load('/b/latest/params.pt', weights_only=False)\n"
+           "same = sorted(a) == sorted(b) and all(a[k].shape == b[k].shape for k in a)\n"
+           "print(json.dumps({'tensors': len(a), 'same_layout': same,\n"
+           "                  'max_abs_diff': max(float((a[k] - b[k]).abs().max()) for k in a) if same else None,\n"
+           "                  'allclose': same and all(torch.allclose(a[k], b[k], rtol=1e-5, atol=0) for k in a)}))\n")
+
+
+@pytest.fixture
+def cluster(images, compose_project):
+    made = []
+
+    def make(**settings: str):
+        c = compose_project(f"restart{len(made)}", **settings)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.compose("down", "-v", "--remove-orphans", "--timeout", "5", check=False, timeout=300)
+
+
+def run_one_shot(c) -> subprocess.CompletedProcess:
+    return c.compose(*UP_ONE_SHOT, timeout=600, check=False)
+
+
+def start_one_shot(c) -> subprocess.Popen:
+    return subprocess.Popen([DOCKER, "compose", *UP_ONE_SHOT], env=c.env, cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def committed_checkpoint(c) -> int:
+    r = c.compose("exec", "-T", "coordinator", "cat", "/runs/latest/checkpoint/LATEST", check=False, timeout=60)
+    return int(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip().isdigit() else 0
+
+
+def iteration_pairs(c) -> list[tuple[int, int]]:
+    rows = csv.DictReader(io.StringIO(c.read_run_file("iterations.csv")))
+    return [(int(r["rank"]), int(r["iteration"])) for r in rows]
+
+
+def test_a_killed_worker_role_resumes_the_job_from_its_last_checkpoint(cluster):
+    reference = cluster(**JOB)
+    r = run_one_shot(reference)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    assert json.loads(reference.read_run_file("status.json"))["status"] == "ok"
+
+    c = cluster(**JOB)
+    up = start_one_shot(c)
+    try:
+        deadline = time.monotonic() + 300
+        while (at := committed_checkpoint(c)) < EVERY:
+            assert up.poll() is None and time.monotonic() < deadline, \
+                c.compose("logs", "--no-color", check=False).stdout[-6000:]
+            time.sleep(0.5)
+        assert at < ITERATIONS - EVERY, f"checkpoint {at}: the job is nearly over, nothing left to resume"
+        victim = c.containers("worker")[0]["Name"]
+        killed = c.docker("exec", victim, "python", "-c", KILL_WORKER_ROLE)
+        assert "killed" in killed.stdout, killed.stdout + killed.stderr
+        out, _ = up.communicate(timeout=600)
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.communicate()
+    assert up.returncode == 0, out[-8000:]
+
+    status = json.loads(c.read_run_file("status.json"))
+    assert status["status"] == "ok" and status["exit_codes"] == {"coordinator": 0}, status
+    restarts = status.get("restarts", [])
+    assert len(restarts) >= 1, status
+    assert all(x["resumed_from"] >= at and x["resumed_from"] % EVERY == 0 for x in restarts), status
+    assert "worker" in restarts[0]["reason"], status
+    assert "joining it again" in out, out[-6000:]
+    # the killed worker's container never left: its entrypoint ran the role again
+    (victim_state,) = [x for x in c.containers("worker") if x["Name"] == victim]
+    assert victim_state["ExitCode"] == 0, (victim_state, c.docker("logs", victim, check=False).stderr[-8000:])
+
+    pairs = iteration_pairs(c)
+    expected = {(rank, it) for rank in (0, 1) for it in range(1, ITERATIONS + 1)}
+    assert len(pairs) == len(expected) and set(pairs) == expected, sorted(set(expected) - set(pairs))
+
+    image = c.env.get("SYNCLAB_IMAGE", "synclab:latest")
+    compared = json.loads(c.docker("run", "--rm", "-v", f"{reference.project}_runs:/a:ro", "-v",
+                                   f"{c.project}_runs:/b:ro", "--entrypoint", "python", image, "-c",
+                                   COMPARE).stdout)
+    print(f"\nstatus.json: {json.dumps(status)}\nparams vs uninterrupted run: {json.dumps(compared)}")
+    assert compared["allclose"], compared
