@@ -30,7 +30,9 @@ in the same run directory from the last consistent checkpoint
 whose role failed runs it again and joins that attempt. The container never exits
 in between, which is what ``--exit-code-from`` needs (compose stops everything
 when any container exits, whatever its restart policy), and the run directory
-stays known to the one process that owns it.
+stays known to the one process that owns it. A coordinator container that starts
+again (a Swarm task replaced, ``docker compose start``) takes up the job ``runs/latest``
+names when that job has the same spec, asks for restarts and has no outcome yet.
 
 The variables are read once into :class:`synclab.config.settings.ContainerSettings`
 (defaults, ranges, help); a bad one stops the container at once with a message
@@ -193,10 +195,13 @@ STOPPED = ("stopped by {signal} before the job ended (docker compose stop or dow
 
 
 class Job(NamedTuple):
-    """One run of a role: its command line and, for the coordinator, the run directory it fills."""
+    """One run of a role: its command line and, for the coordinator, the run directory it fills
+    (and the restarts it already had, when a restarted container takes up an unfinished job)."""
 
     cmd: list[str]
     run_dir: Path | None = None
+    restarts: tuple[dict, ...] = ()
+    start_after_s: float = 0.0  # wait before starting it (see nodes_lost_coordinator_s)
 
 
 def new_run_dir(runs: Path, strategy: str) -> Path:
@@ -297,28 +302,67 @@ def coordinator_cmd(spec_path: Path, run_dir: Path, settings: ContainerSettings)
             "--listen", f"0.0.0.0:{settings.listen_port}", "--metrics-port", str(settings.metrics_port)]
 
 
+def nodes_lost_coordinator_s(run: dict) -> float:
+    """How long after a coordinator died without a word every node of its attempt has given it up: a
+    node stops after 5 heartbeats in a row fail (``CoordinatorClient.start_heartbeat``), plus margin.
+    The next attempt listens at the same address only then, so no process of the dead attempt
+    heartbeats it or tells it that it failed."""
+    return 5 * run.get("heartbeat_s", 1.0) + 2.0
+
+
+def resumed_attempt(run_dir: Path, spec: dict, settings: ContainerSettings, restarts_so_far: int) -> tuple[Job, int]:
+    """The next attempt of the job in ``run_dir``, from its last consistent checkpoint."""
+    import yaml
+
+    from synclab.roles import checkpoint
+
+    # failure.json: the coordinator failed the attempt itself and told every node to stop. Without it
+    # the coordinator died, and its nodes notice only when their heartbeats have failed for a while.
+    told = (run_dir / "failure.json").exists()
+    resume = checkpoint.latest(run_dir)
+    spec_path = run_dir / RESTART_SPEC
+    spec_path.write_text(yaml.safe_dump(resume_spec(spec, resume), sort_keys=False))
+    (run_dir / "failure.json").unlink(missing_ok=True)  # the next attempt's records are its own
+    log(f"restarting the job in {run_dir} from checkpoint {resume} "
+        f"(restart {restarts_so_far + 1} of {spec['run']['max_restarts']})")
+    wait_s = 0.0 if told else nodes_lost_coordinator_s(spec["run"])
+    return Job(coordinator_cmd(spec_path, run_dir, settings), run_dir, start_after_s=wait_s), resume
+
+
 def coordinator_restart(settings: ContainerSettings):
     """A callable ``restart(job, restarts_so_far)`` that prepares the next attempt of a failed job in
     its own run directory, resuming from ``checkpoint.latest`` (``(Job, resume_from)``), or returns
     None when the spec does not ask for another one."""
 
     def restart(job: Job, restarts_so_far: int):
-        from synclab.roles import checkpoint
-
         spec = read_record(job.run_dir / "spec.yaml")
         if not spec or not restart_due(spec.get("run", {}), restarts_so_far):
             return None
-        import yaml
-
-        resume = checkpoint.latest(job.run_dir)
-        spec_path = job.run_dir / RESTART_SPEC
-        spec_path.write_text(yaml.safe_dump(resume_spec(spec, resume), sort_keys=False))
-        (job.run_dir / "failure.json").unlink(missing_ok=True)  # the next attempt's records are its own
-        log(f"restarting the job in {job.run_dir} from checkpoint {resume} "
-            f"(restart {restarts_so_far + 1} of {spec['run']['max_restarts']})")
-        return Job(coordinator_cmd(spec_path, job.run_dir, settings), job.run_dir), resume
+        return resumed_attempt(job.run_dir, spec, settings, restarts_so_far)
 
     return restart
+
+
+def unfinished_run(runs: Path, spec_text: str) -> tuple[Path, list[dict]] | None:
+    """The job ``runs/latest`` names, with its restarts so far, when a coordinator container that
+    starts again should take it up instead of starting a new one: the same resolved spec, with
+    ``run.restart: on-failure`` and a restart left, no summary, and no final status (the previous
+    container died before it could write one: killed, or its host went down)."""
+    latest = runs / "latest"
+    if not latest.is_symlink():
+        return None
+    run_dir = runs / os.readlink(latest)
+    try:
+        if (run_dir / "spec.yaml").read_text() != spec_text or (run_dir / "summary.json").exists():
+            return None
+    except OSError:
+        return None
+    status = read_record(run_dir / STATUS_FILE)
+    if status is not None and status.get("status") != RESTARTING:
+        return None
+    restarts = list((status or {}).get("restarts", []))
+    spec = read_record(run_dir / "spec.yaml") or {}
+    return (run_dir, restarts) if restart_due(spec.get("run", {}), len(restarts)) else None
 
 
 def node_rejoin(settings: ContainerSettings):
@@ -404,8 +448,18 @@ def coordinator_job(settings: ContainerSettings, outcome: dict):
     spec_text = JOB_SPEC_FILE.read_text()
     strategy = yaml.safe_load(spec_text)["strategy"]["name"]
     runs = settings.runs_dir
+    # A job this container (or the task it replaces) left unfinished is taken up first.
+    unfinished = [unfinished_run(runs, spec_text)]
 
     def next_job() -> Job:
+        if unfinished and (found := unfinished.pop()) is not None:
+            run_dir, restarts = found
+            job, resume = resumed_attempt(run_dir, yaml.safe_load(spec_text), settings, len(restarts))
+            restarts.append({"reason": "the coordinator's container started again before the job had an outcome",
+                             "exit_code": None, "resumed_from": resume, "at": time.time()})
+            write_status(run_dir, {"status": RESTARTING, "reason": restarts[-1]["reason"],
+                                   "exit_codes": {}, "restarts": restarts})
+            return job._replace(restarts=tuple(restarts))
         run_dir = new_run_dir(runs, strategy)
         spec_path = run_dir / "spec.yaml"
         spec_path.write_text(spec_text)
@@ -531,6 +585,10 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *
     def attempt() -> int:
         nonlocal child
         passed_on[:] = []
+        if job.start_after_s:
+            log(f"{role}: starting the next attempt in {job.start_after_s:g} s, once every node has "
+                f"given up the last one")
+            stopping.wait(job.start_after_s)
         JOB_STARTED_FILE.touch()
         child = subprocess.Popen(job.cmd + verbose, env=env)
         if stopping.is_set() and not passed_on:  # the stop came between two jobs
@@ -541,7 +599,8 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *
     signal.signal(signal.SIGINT, forward)
     done, failures_in_row, code = 0, 0, 0
     while not stopping.is_set() and (repeat == 0 or done < repeat):
-        job, restarts = next_job(), []
+        job = next_job()
+        restarts = list(job.restarts)
         while True:
             returncode = attempt()
             code = exit_code(returncode)

@@ -265,7 +265,10 @@ def test_the_coordinator_restarts_in_the_same_run_directory_from_latest(entrypoi
     assert yaml.safe_load(spec_path.read_text())["run"]["resume_from"] == 10
     assert job.cmd[job.cmd.index("--run-dir") + 1] == str(run_dir)
     assert not (run_dir / "failure.json").exists()  # the next attempt must not look ended
-    assert restart(failed, 1) is not None and restart(failed, 2) is None  # max_restarts: 2
+    assert job.start_after_s == 0  # the coordinator failed the attempt: its nodes were told to stop
+    crashed, _ = restart(failed, 1)  # no failure.json: the coordinator died, its nodes find out by heartbeats
+    assert crashed.start_after_s == entrypoint.nodes_lost_coordinator_s({"heartbeat_s": 1.0}) == 7.0
+    assert restart(failed, 2) is None  # max_restarts: 2
 
 
 def test_no_restart_without_on_failure_and_from_the_start_without_a_checkpoint(entrypoint, tmp_path):
@@ -347,3 +350,38 @@ def test_node_rejoin_reads_runs_latest_and_asks_the_coordinator(entrypoint, tmp_
     (run_dir / "status.json").write_text(json.dumps({"status": "restarting"}))
     server.close()
     assert not rejoin(stopping)  # no coordinator within SYNCLAB_CONNECT_TIMEOUT
+
+
+def test_a_coordinator_started_again_takes_up_only_an_unfinished_restartable_job(entrypoint, tmp_path):
+    runs = tmp_path / "runs"
+    run_dir = restart_run_dir(runs)  # runs/run: spec with run.restart: on-failure, max_restarts 2
+    (runs / "latest").symlink_to("run")
+    spec_text = (run_dir / "spec.yaml").read_text()
+    assert entrypoint.unfinished_run(runs, spec_text) == (run_dir, [])
+    (run_dir / "status.json").write_text(json.dumps({"status": "restarting", "restarts": [{"resumed_from": 5}]}))
+    assert entrypoint.unfinished_run(runs, spec_text) == (run_dir, [{"resumed_from": 5}])
+    assert entrypoint.unfinished_run(runs, spec_text + "# another job\n") is None
+    (run_dir / "status.json").write_text(json.dumps({"status": "restarting", "restarts": [{}, {}]}))
+    assert entrypoint.unfinished_run(runs, spec_text) is None  # no restart left
+    for final in ("ok", "failed", "interrupted"):
+        (run_dir / "status.json").write_text(json.dumps({"status": final}))
+        assert entrypoint.unfinished_run(runs, spec_text) is None
+    (run_dir / "status.json").unlink()
+    (run_dir / "summary.json").write_text("{}")
+    assert entrypoint.unfinished_run(runs, spec_text) is None
+    assert entrypoint.unfinished_run(tmp_path / "empty", spec_text) is None
+
+
+def test_the_taken_up_job_resumes_in_its_run_directory_and_counts_the_restart(entrypoint, tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    run_dir = restart_run_dir(runs)
+    (runs / "latest").symlink_to("run")
+    monkeypatch.setattr(entrypoint, "JOB_SPEC_FILE", tmp_path / "job-spec.yaml")
+    entrypoint.JOB_SPEC_FILE.write_text((run_dir / "spec.yaml").read_text())
+    settings = ContainerSettings.from_env({"SYNCLAB_TOKEN": "t", "SYNCLAB_RUNS_DIR": str(runs)})
+    next_job = entrypoint.coordinator_job(settings, {"profile": None, "backend": "none"})
+    job = next_job()
+    assert job.run_dir == run_dir and str(run_dir / "spec-restart.yaml") in job.cmd
+    assert [r["resumed_from"] for r in job.restarts] == [10]
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "restarting"
+    assert next_job().run_dir != run_dir  # only the first job is taken up
