@@ -1,12 +1,17 @@
-"""A container job with `run.restart: on-failure` survives a crashed worker (issue 15 item 4).
+"""A container job with `run.restart: on-failure` survives a crashed node (issue 15 item 4).
 
-One-shot (`REPEAT=1 docker compose up --exit-code-from coordinator`), ps on smallcnn, 2 workers,
-2 shards, 40 iterations, a checkpoint every 5. Once a checkpoint is committed, the role process
-inside one worker container is killed (kill -9, the container stays up). The coordinator's
-entrypoint starts the next attempt in the same run directory from `checkpoint/LATEST`, the killed
-worker's entrypoint runs its role again, the surviving nodes rejoin, and the job ends `ok`:
-compose exits 0, status.json lists the restart, every (rank, iteration) is in iterations.csv
-once, and params.pt equals that of an uninterrupted run of the same job (rtol 1e-5).
+ps on smallcnn, 2 workers, 2 shards, 40 iterations, a checkpoint every 5, compared with one
+uninterrupted run of the same job. Once a checkpoint is committed:
+
+- the role process inside a worker container, or inside the coordinator's, is killed (kill -9; the
+  container stays up) under `REPEAT=1 docker compose up --exit-code-from coordinator`: the
+  coordinator's entrypoint starts the next attempt in the same run directory from
+  `checkpoint/LATEST`, every node whose role failed runs it again and joins, and compose exits 0;
+- the coordinator's container is killed and started again (what a Swarm task that replaces it
+  does): its entrypoint takes up the unfinished job instead of starting a new one.
+
+Each ends `ok` with the restart in status.json, every (rank, iteration) in iterations.csv once,
+and params.pt equal to the uninterrupted run's (rtol 1e-5).
 """
 
 from __future__ import annotations
