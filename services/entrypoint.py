@@ -23,6 +23,17 @@ has ended waits until the coordinator stops serving before it exits: under
 as soon as one exits) the coordinator then finishes its records and decides the
 exit code, not the first worker to leave.
 
+With ``run.restart: on-failure`` in the job's spec a failed job is restarted here,
+not by the container runtime: the coordinator's supervisor starts the next attempt
+in the same run directory from the last consistent checkpoint
+(``run.resume_from``, up to ``run.max_restarts`` times), and a worker or PS shard
+whose role failed runs it again and joins that attempt. The container never exits
+in between, which is what ``--exit-code-from`` needs (compose stops everything
+when any container exits, whatever its restart policy), and the run directory
+stays known to the one process that owns it. A coordinator container that starts
+again (a Swarm task replaced, ``docker compose start``) takes up the job ``runs/latest``
+names when that job has the same spec, asks for restarts and has no outcome yet.
+
 The variables are read once into :class:`synclab.config.settings.ContainerSettings`
 (defaults, ranges, help); a bad one stops the container at once with a message
 naming it, so it shows in ``docker compose logs``.
@@ -185,10 +196,13 @@ STOPPED = ("stopped by {signal} before the job ended (docker compose stop or dow
 
 
 class Job(NamedTuple):
-    """One run of a role: its command line and, for the coordinator, the run directory it fills."""
+    """One run of a role: its command line and, for the coordinator, the run directory it fills
+    (and the restarts it already had, when a restarted container takes up an unfinished job)."""
 
     cmd: list[str]
     run_dir: Path | None = None
+    restarts: tuple[dict, ...] = ()
+    start_after_s: float = 0.0  # wait before starting it (see nodes_lost_coordinator_s)
 
 
 def new_run_dir(runs: Path, strategy: str) -> Path:
@@ -249,6 +263,126 @@ def write_status(run_dir: Path, status: dict) -> None:
     tmp.replace(run_dir / STATUS_FILE)
     log(f"job {status['status']}" + (f": {status['reason']}" if status["reason"] else "")
         + f" ({run_dir / STATUS_FILE})")
+
+
+# -- restarting a failed job from its last checkpoint ---------------------------------------------
+RESTARTING = "restarting"  # status.json between two attempts of a job; ok / failed / interrupted are final
+RESTART_SPEC = "spec-restart.yaml"
+
+
+def restart_due(run: dict, restarts_so_far: int) -> bool:
+    """Whether a failed attempt of a job whose spec has this ``run`` section is restarted."""
+    return run.get("restart") == "on-failure" and restarts_so_far < run.get("max_restarts", 0)
+
+
+def resume_spec(spec: dict, resume_from: int) -> dict:
+    """The job's spec for an attempt that resumes from checkpoint ``resume_from`` (0: from the start)."""
+    return {**spec, "run": {**spec["run"], "resume_from": resume_from}}
+
+
+def rejoin_due(spec: dict | None, status: dict | None) -> bool:
+    """Whether a worker or PS shard whose role failed should run it again to join the job's next
+    attempt: the job restarts on failure, and its coordinator has not recorded a final outcome."""
+    if not spec or spec.get("run", {}).get("restart") != "on-failure":
+        return False
+    return status is None or status.get("status") == RESTARTING
+
+
+def read_record(path: Path) -> dict | None:
+    """A JSON or YAML record of the run directory; None when it is missing or half written."""
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text())  # JSON is YAML
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def coordinator_cmd(spec_path: Path, run_dir: Path, settings: ContainerSettings) -> list[str]:
+    listen_host = advertise_address(settings.shape_device)  # the cluster interface only, not every one
+    return ["synclab", "coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir),
+            "--listen", f"{listen_host}:{settings.listen_port}", "--metrics-port", str(settings.metrics_port)]
+
+
+def nodes_lost_coordinator_s(run: dict) -> float:
+    """How long after a coordinator died without a word every node of its attempt has given it up: a
+    node stops after 5 heartbeats in a row fail (``CoordinatorClient.start_heartbeat``), plus margin.
+    The next attempt listens at the same address only then, so no process of the dead attempt
+    heartbeats it or tells it that it failed."""
+    return 5 * run.get("heartbeat_s", 1.0) + 2.0
+
+
+def resumed_attempt(run_dir: Path, spec: dict, settings: ContainerSettings, restarts_so_far: int) -> tuple[Job, int]:
+    """The next attempt of the job in ``run_dir``, from its last consistent checkpoint."""
+    import yaml
+
+    from synclab.roles import checkpoint
+
+    # failure.json: the coordinator failed the attempt itself and told every node to stop. Without it
+    # the coordinator died, and its nodes notice only when their heartbeats have failed for a while.
+    told = (run_dir / "failure.json").exists()
+    resume = checkpoint.latest(run_dir)
+    spec_path = run_dir / RESTART_SPEC
+    spec_path.write_text(yaml.safe_dump(resume_spec(spec, resume), sort_keys=False))
+    (run_dir / "failure.json").unlink(missing_ok=True)  # the next attempt's records are its own
+    log(f"restarting the job in {run_dir} from checkpoint {resume} "
+        f"(restart {restarts_so_far + 1} of {spec['run']['max_restarts']})")
+    wait_s = 0.0 if told else nodes_lost_coordinator_s(spec["run"])
+    return Job(coordinator_cmd(spec_path, run_dir, settings), run_dir, start_after_s=wait_s), resume
+
+
+def coordinator_restart(settings: ContainerSettings):
+    """A callable ``restart(job, restarts_so_far)`` that prepares the next attempt of a failed job in
+    its own run directory, resuming from ``checkpoint.latest`` (``(Job, resume_from)``), or returns
+    None when the spec does not ask for another one."""
+
+    def restart(job: Job, restarts_so_far: int):
+        spec = read_record(job.run_dir / "spec.yaml")
+        if not spec or not restart_due(spec.get("run", {}), restarts_so_far):
+            return None
+        return resumed_attempt(job.run_dir, spec, settings, restarts_so_far)
+
+    return restart
+
+
+def unfinished_run(runs: Path, spec_text: str) -> tuple[Path, list[dict]] | None:
+    """The job ``runs/latest`` names, with its restarts so far, when a coordinator container that
+    starts again should take it up instead of starting a new one: the same resolved spec, with
+    ``run.restart: on-failure`` and a restart left, no summary, and no final status (the previous
+    container died before it could write one: killed, or its host went down)."""
+    latest = runs / "latest"
+    if not latest.is_symlink():
+        return None
+    run_dir = runs / os.readlink(latest)
+    try:
+        if (run_dir / "spec.yaml").read_text() != spec_text or (run_dir / "summary.json").exists():
+            return None
+    except OSError:
+        return None
+    status = read_record(run_dir / STATUS_FILE)
+    if status is not None and status.get("status") != RESTARTING:
+        return None
+    restarts = list((status or {}).get("restarts", []))
+    spec = read_record(run_dir / "spec.yaml") or {}
+    return (run_dir, restarts) if restart_due(spec.get("run", {}), len(restarts)) else None
+
+
+def node_rejoin(settings: ContainerSettings):
+    """A callable ``rejoin(stopping)`` for a worker or PS shard whose role failed: True when it should
+    run the role again because the job restarts (read from ``runs/latest``, which the coordinator
+    points at the job) and the coordinator serves, now or within SYNCLAB_CONNECT_TIMEOUT."""
+    latest = settings.runs_dir / "latest"
+
+    def rejoin(stopping: threading.Event) -> bool:
+        if not rejoin_due(read_record(latest / "spec.yaml"), read_record(latest / STATUS_FILE)):
+            return False
+        deadline = time.monotonic() + settings.connect_timeout_s
+        while not coordinator_serving(settings.coordinator):
+            if time.monotonic() > deadline or stopping.wait(0.5):
+                return False
+        return True
+
+    return rejoin
 
 
 def job_has_ended(job: Job | None) -> bool:
@@ -315,18 +449,26 @@ def coordinator_job(settings: ContainerSettings, outcome: dict):
 
     spec_text = JOB_SPEC_FILE.read_text()
     strategy = yaml.safe_load(spec_text)["strategy"]["name"]
-    runs, port = settings.runs_dir, settings.listen_port
-    listen_host = advertise_address(settings.shape_device)  # the cluster interface only, not every one
+    runs = settings.runs_dir
+    # A job this container (or the task it replaces) left unfinished is taken up first.
+    unfinished = [unfinished_run(runs, spec_text)]
 
     def next_job() -> Job:
+        if unfinished and (found := unfinished.pop()) is not None:
+            run_dir, restarts = found
+            job, resume = resumed_attempt(run_dir, yaml.safe_load(spec_text), settings, len(restarts))
+            restarts.append({"reason": "the coordinator's container started again before the job had an outcome",
+                             "exit_code": None, "resumed_from": resume, "at": time.time()})
+            write_status(run_dir, {"status": RESTARTING, "reason": restarts[-1]["reason"],
+                                   "exit_codes": {}, "restarts": restarts})
+            return job._replace(restarts=tuple(restarts))
         run_dir = new_run_dir(runs, strategy)
         spec_path = run_dir / "spec.yaml"
         spec_path.write_text(spec_text)
         (run_dir / "shaping-coordinator.json").write_text(json.dumps(outcome, indent=2) + "\n")
         point_latest(runs, run_dir)
         log(f"job {run_dir}")
-        return Job(["synclab", "coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir),
-                    "--listen", f"{listen_host}:{port}", "--metrics-port", str(settings.metrics_port)], run_dir)
+        return Job(coordinator_cmd(spec_path, run_dir, settings), run_dir)
 
     return next_job
 
@@ -421,18 +563,21 @@ def run_role(role: str) -> int:
     settings = read_settings()
     outcome = json.loads(SHAPING_FILE.read_text())
     if role == "coordinator":
-        next_job, linger = coordinator_job(settings, outcome), None
+        next_job, linger, rejoin = coordinator_job(settings, outcome), None, None
+        restart = coordinator_restart(settings)
     else:
-        next_job = node_job(role, settings)
+        next_job, restart, rejoin = node_job(role, settings), None, node_rejoin(settings)
 
         def linger(stopping: threading.Event) -> None:
             wait_for_job_end(settings.coordinator, stopping)
 
     verbose = ["-v"] if settings.verbose else []
-    return supervise(next_job, verbose, dict(os.environ), settings.repeat, role, linger=linger)
+    return supervise(next_job, verbose, dict(os.environ), settings.repeat, role, linger=linger,
+                     restart=restart, rejoin=rejoin)
 
 
-def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *, linger=None) -> int:
+def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *, linger=None, restart=None,
+              rejoin=None) -> int:
     """Run the role's jobs and return the container's exit code.
 
     ``repeat`` 0 reruns jobs until the container is stopped (exit 0); N > 1 runs until N jobs
@@ -442,6 +587,12 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *
     coordinator job gets status.json. ``linger(stopping)``, when given, runs after the last job
     (not with ``repeat`` 0) and blocks until the whole job has ended (a node waits for its
     coordinator).
+
+    ``restart(job, restarts_so_far)`` (the coordinator) returns the next attempt of a failed job and
+    the checkpoint it resumes from, or None; attempts are not jobs (``repeat`` counts jobs), and
+    status.json says ``restarting`` between them and lists every restart in the end.
+    ``rejoin(stopping)`` (a worker or PS shard) says whether a failed role should run again at once
+    to join such an attempt, with any ``repeat``.
     """
     child: subprocess.Popen | None = None
     job: Job | None = None
@@ -454,24 +605,48 @@ def supervise(next_job, verbose: list[str], env: dict, repeat: int, role: str, *
             passed_on.append(signal.Signals(signum).name)
             child.send_signal(signum)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    done, failures_in_row, code = 0, 0, 0
-    while not stopping.is_set() and (repeat == 0 or done < repeat):
-        job, passed_on[:] = next_job(), []
+    def attempt() -> int:
+        nonlocal child
+        passed_on[:] = []
+        if job.start_after_s:
+            log(f"{role}: starting the next attempt in {job.start_after_s:g} s, once every node has "
+                f"given up the last one")
+            stopping.wait(job.start_after_s)
         JOB_STARTED_FILE.touch()
         child = subprocess.Popen(job.cmd + verbose, env=env)
         if stopping.is_set() and not passed_on:  # the stop came between two jobs
             forward(signal.SIGTERM, None)
-        returncode = child.wait()
-        code = exit_code(returncode)
-        if job.run_dir is not None:
-            write_status(job.run_dir, job_status(returncode, job.run_dir, passed_on[0] if passed_on else None))
+        return child.wait()
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    done, failures_in_row, code = 0, 0, 0
+    while not stopping.is_set() and (repeat == 0 or done < repeat):
+        job = next_job()
+        restarts = list(job.restarts)
+        while True:
+            returncode = attempt()
+            code = exit_code(returncode)
+            if job.run_dir is None:
+                break
+            status = job_status(returncode, job.run_dir, passed_on[0] if passed_on else None)
+            again = restart(job, len(restarts)) if code and restart and not stopping.is_set() else None
+            if again is None:
+                write_status(job.run_dir, {**status, "restarts": restarts} if restarts else status)
+                break
+            job, resumed_from = again
+            restarts.append({"reason": status["reason"], "exit_code": code, "resumed_from": resumed_from,
+                             "at": time.time()})
+            write_status(job.run_dir, {**status, "status": RESTARTING, "restarts": restarts})
         if stopping.is_set():
             break
         if code == 0:
             done, failures_in_row = done + 1, 0
             log(f"{role}: job {done} finished")
+        elif rejoin is not None and rejoin(stopping):
+            # The coordinator restarts the job: join its next attempt (a failed job is not a finished one).
+            log(f"{role}: exited with {code}; the job restarts from its last checkpoint: joining it again")
+            stopping.wait(1.0)  # a coordinator still closing the failed attempt refuses registrations
         elif repeat == 1:
             log(f"{role}: exited with {code}")
             break
@@ -543,7 +718,11 @@ def main(argv: list[str]) -> int:
 
     try:
         if stage_two:
-            return run_role(argv[0])
+            code = run_role(argv[0])
+            # The exit code is decided: a stop that arrives while the interpreter shuts down (its
+            # signal handlers are reset to the default there) must not turn it into 143.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+            return code
         cmd = prepare(argv[0])
     except (SettingsError, TlsError) as e:
         log(f"error: {e}")

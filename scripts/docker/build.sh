@@ -37,4 +37,7 @@ fi
 [ $# -gt 0 ] || set -- coordinator prometheus
 docker compose build "$@"
 # A rebuilt tag leaves its previous image dangling; drop ours only (they carry the label).
-docker image prune -f --filter label=io.synclab.image >/dev/null
+# KEEP_DANGLING=1 leaves them, e.g. on a daemon shared with other people's SyncLab builds.
+if [ "${KEEP_DANGLING:-0}" != 1 ]; then
+    docker image prune -f --filter label=io.synclab.image >/dev/null
+fi

@@ -77,7 +77,8 @@ class ContainerSettings(BaseModel):
                                   spec_key="run.iterations", **_COUNT)
     spec_set: tuple[tuple[str, Any], ...] = _var("SYNCLAB_SET", (), "coordinator: more overrides, "
                                                  "'dotted.key=value' separated by spaces")
-    runs_dir: Path = _var("SYNCLAB_RUNS_DIR", Path("/runs"), "coordinator: where run directories go (a volume)")
+    runs_dir: Path = _var("SYNCLAB_RUNS_DIR", Path("/runs"), "where run directories go (a volume); workers and "
+                          "PS shards read runs/latest to learn whether a failed job restarts")
     listen_port: int = _var("SYNCLAB_LISTEN_PORT", 50051, "coordinator: gRPC port", **_PORT)
     coordinator: HostPort = _var("SYNCLAB_COORDINATOR", "coordinator:50051", "worker/ps: coordinator host:port")
     port: int = _var("SYNCLAB_PORT", 50060, "worker/ps: gRPC port of this node", **_PORT)

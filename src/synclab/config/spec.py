@@ -227,8 +227,10 @@ class RunSpec(_Section):
                                                              "records divided back (replay only)")
     checkpoint_every: int = Field(0, ge=0, description="every N iterations every node saves its state atomically "
                                                        "into run_dir/checkpoint/ (0: never)")
-    restart: Literal["no", "on-failure"] = Field("no", description="on-failure: the local launcher restarts the "
-                                                                    "job from its last consistent checkpoint")
+    restart: Literal["no", "on-failure"] = Field("no", description="on-failure: the local launcher (or, in "
+                                                                    "containers, the coordinator's entrypoint) "
+                                                                    "restarts the job from its last consistent "
+                                                                    "checkpoint")
     max_restarts: int = Field(3, ge=0)
     resume_from: int = Field(0, ge=0, description="set by the launcher on a restart: the checkpoint to resume")
 

@@ -26,8 +26,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
-
 ROOT = "checkpoint"
 KEEP = 2
 
@@ -62,6 +60,8 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def save(run_dir: Path, iteration: int, node: str, state: dict[str, Any]) -> Path:
+    import torch  # here, not at the top: a container's supervisor reads latest() without torch
+
     buf = io.BytesIO()
     torch.save({"iteration": iteration, "node": node, **state}, buf)
     path = directory(run_dir, iteration) / f"{node}.pt"
@@ -70,6 +70,8 @@ def save(run_dir: Path, iteration: int, node: str, state: dict[str, Any]) -> Pat
 
 
 def load(run_dir: Path, iteration: int, node: str) -> dict[str, Any]:
+    import torch
+
     path = directory(run_dir, iteration) / f"{node}.pt"
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {iteration} has no state for {node} ({path})")

@@ -172,6 +172,8 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def Heartbeat(self, request, context):
         with self.cv:
+            if request.node not in self.job.nodes:  # a process of an earlier attempt (a restarted coordinator)
+                return pb.HeartbeatReply(stop=True, reason=f"{request.node} is not registered in job {self.job.job_id}")
             self.job.heartbeats[request.node] = time.monotonic()
             for r in request.results:
                 if r.id in self.job.command_results:
@@ -189,6 +191,9 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def Done(self, request, context):
         with self.cv:
+            if request.node not in self.job.nodes:  # an earlier attempt's node ending: not this job's failure
+                log.warning("ignored the end of %s, which is not registered in this job", request.node)
+                return pb.Ack()
             self.job.done[request.node] = request
             self.cv.notify_all()
         if not request.ok:

@@ -235,3 +235,184 @@ def test_nodes_serve_on_the_cluster_interface_only(entrypoint, monkeypatch):
     job = entrypoint.node_job("worker", entrypoint.read_settings())()
     assert job.cmd[job.cmd.index("--host") + 1] == "10.9.8.7"
     assert "0.0.0.0" not in job.cmd
+
+
+# -- run.restart: on-failure: the next attempt in the same run directory --------------------------
+def test_a_restart_is_due_only_on_failure_within_max_restarts(entrypoint):
+    on_failure = {"restart": "on-failure", "max_restarts": 2}
+    assert [entrypoint.restart_due(on_failure, n) for n in (0, 1, 2)] == [True, True, False]
+    assert not entrypoint.restart_due({"restart": "no", "max_restarts": 3}, 0)
+    assert not entrypoint.restart_due({}, 0)
+
+
+def test_the_resumed_spec_changes_only_run_resume_from(entrypoint):
+    spec = {"name": "x", "run": {"iterations": 40, "checkpoint_every": 5, "resume_from": 0}}
+    resumed = entrypoint.resume_spec(spec, 15)
+    assert resumed == {"name": "x", "run": {"iterations": 40, "checkpoint_every": 5, "resume_from": 15}}
+    assert spec["run"]["resume_from"] == 0
+
+
+@pytest.mark.parametrize("spec, status, due", [
+    (None, None, False),                                              # no job recorded
+    ({"run": {"restart": "no"}}, None, False),                        # a job without restarts
+    ({"run": {"restart": "on-failure"}}, None, True),                 # its first attempt failed just now
+    ({"run": {"restart": "on-failure"}}, {"status": "restarting"}, True),
+    ({"run": {"restart": "on-failure"}}, {"status": "ok"}, False),    # final outcomes
+    ({"run": {"restart": "on-failure"}}, {"status": "failed"}, False),
+    ({"run": {"restart": "on-failure"}}, {"status": "interrupted"}, False),
+])
+def test_a_node_rejoins_while_the_job_may_restart(entrypoint, spec, status, due):
+    assert entrypoint.rejoin_due(spec, status) is due
+
+
+def restart_run_dir(tmp_path: Path, restart: str = "on-failure", latest: int | None = 10) -> Path:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(parents=True)
+    spec = yaml.safe_load(COMPOSE_SPEC.read_text())
+    spec["run"].update(iterations=40, checkpoint_every=5, restart=restart, max_restarts=2, resume_from=0)
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec))
+    (run_dir / "failure.json").write_text(json.dumps({"status": "failed", "reason": "no heartbeat from worker0"}))
+    if latest is not None:
+        (run_dir / "checkpoint").mkdir()
+        (run_dir / "checkpoint" / "LATEST").write_text(f"{latest}\n")
+    return run_dir
+
+
+def test_the_coordinator_restarts_in_the_same_run_directory_from_latest(entrypoint, tmp_path):
+    run_dir = restart_run_dir(tmp_path)
+    restart = entrypoint.coordinator_restart(ContainerSettings.from_env({"SYNCLAB_TOKEN": "t"}))
+    failed = entrypoint.Job(["synclab", "coordinator"], run_dir)
+    job, resumed_from = restart(failed, 0)
+    assert resumed_from == 10 and job.run_dir == run_dir
+    spec_path = Path(job.cmd[job.cmd.index("--spec") + 1])
+    assert spec_path == run_dir / "spec-restart.yaml"
+    assert yaml.safe_load(spec_path.read_text())["run"]["resume_from"] == 10
+    assert job.cmd[job.cmd.index("--run-dir") + 1] == str(run_dir)
+    assert not (run_dir / "failure.json").exists()  # the next attempt must not look ended
+    assert job.start_after_s == 0  # the coordinator failed the attempt: its nodes were told to stop
+    crashed, _ = restart(failed, 1)  # no failure.json: the coordinator died, its nodes find out by heartbeats
+    assert crashed.start_after_s == entrypoint.nodes_lost_coordinator_s({"heartbeat_s": 1.0}) == 7.0
+    assert restart(failed, 2) is None  # max_restarts: 2
+
+
+def test_no_restart_without_on_failure_and_from_the_start_without_a_checkpoint(entrypoint, tmp_path):
+    settings = ContainerSettings.from_env({"SYNCLAB_TOKEN": "t"})
+    assert entrypoint.coordinator_restart(settings)(
+        entrypoint.Job([], restart_run_dir(tmp_path, restart="no")), 0) is None
+    run_dir = restart_run_dir(tmp_path / "early", latest=None)
+    _, resumed_from = entrypoint.coordinator_restart(settings)(entrypoint.Job([], run_dir), 0)
+    assert resumed_from == 0
+
+
+def test_a_restarted_one_shot_job_ends_ok_and_status_lists_the_restart(entrypoint, tmp_path, own_signals):
+    """The first attempt fails; the second one sees status.json say `restarting` and succeeds."""
+    entrypoint.STATE_DIR.mkdir(parents=True)
+    seen = tmp_path / "seen.json"
+    first = python_job(entrypoint, "raise SystemExit(1)", tmp_path)
+    second = entrypoint.Job([sys.executable, "-c", f"import shutil; shutil.copy({str(tmp_path / 'status.json')!r}, "
+                                                   f"{str(seen)!r}); open({str(tmp_path / 'summary.json')!r}, 'w')"],
+                            tmp_path)
+    asked = []
+
+    def restart(job, restarts_so_far):
+        asked.append(restarts_so_far)
+        return (second, 5) if restarts_so_far == 0 else None
+
+    assert entrypoint.supervise(first, [], dict(os.environ), 1, "coordinator", restart=restart) == 0
+    assert asked == [0] and len(first.calls) == 1  # an attempt is not a new job
+    between = json.loads(seen.read_text())
+    assert between["status"] == "restarting" and between["restarts"][0]["resumed_from"] == 5
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["status"] == "ok" and status["exit_codes"] == {"coordinator": 0}
+    assert [(r["exit_code"], r["resumed_from"]) for r in status["restarts"]] == [(1, 5)]
+
+
+def test_restarts_end_with_the_last_failure_when_none_is_left(entrypoint, tmp_path, own_signals):
+    entrypoint.STATE_DIR.mkdir(parents=True)
+    failing = python_job(entrypoint, "raise SystemExit(1)", tmp_path)
+
+    def restart(job, restarts_so_far):
+        return (job, 0) if restarts_so_far < 2 else None
+
+    assert entrypoint.supervise(failing, [], dict(os.environ), 1, "coordinator", restart=restart) == 1
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["status"] == "failed" and len(status["restarts"]) == 2
+
+
+def test_a_node_whose_role_failed_joins_the_next_attempt(entrypoint, tmp_path, own_signals):
+    entrypoint.STATE_DIR.mkdir(parents=True)
+    marker = tmp_path / "ran-once"
+    # fails the first time (a killed role), succeeds the second (the resumed attempt)
+    job = python_job(entrypoint, f"import os, sys; p = {str(marker)!r}\n"
+                                 f"if not os.path.exists(p): open(p, 'w'); sys.exit(137)")
+    lingered, rejoins = [], []
+
+    def rejoin(stopping):
+        rejoins.append(1)
+        return True
+
+    assert entrypoint.supervise(job, [], dict(os.environ), 1, "worker", linger=lingered.append, rejoin=rejoin) == 0
+    assert len(job.calls) == 2 and len(rejoins) == 1 and len(lingered) == 1
+
+
+def test_node_rejoin_reads_runs_latest_and_asks_the_coordinator(entrypoint, tmp_path):
+    server = socket.create_server(("127.0.0.1", 0))
+    runs = tmp_path / "runs"
+    run_dir = runs / "20261125-000000-ps"
+    run_dir.mkdir(parents=True)
+    (runs / "latest").symlink_to(run_dir.name)
+    (run_dir / "spec.yaml").write_text(yaml.safe_dump({"run": {"restart": "on-failure"}}))
+    env = {"SYNCLAB_TOKEN": "t", "SYNCLAB_RUNS_DIR": str(runs), "SYNCLAB_CONNECT_TIMEOUT": "1",
+           "SYNCLAB_COORDINATOR": f"127.0.0.1:{server.getsockname()[1]}"}
+    rejoin = entrypoint.node_rejoin(ContainerSettings.from_env(env))
+    stopping = threading.Event()
+    assert rejoin(stopping)
+    (run_dir / "status.json").write_text(json.dumps({"status": "restarting"}))
+    assert rejoin(stopping)
+    (run_dir / "status.json").write_text(json.dumps({"status": "failed"}))
+    assert not rejoin(stopping)  # the coordinator gave up: the node's failure stands
+    (run_dir / "status.json").write_text(json.dumps({"status": "restarting"}))
+    server.close()
+    assert not rejoin(stopping)  # no coordinator within SYNCLAB_CONNECT_TIMEOUT
+
+
+def test_a_coordinator_started_again_takes_up_only_an_unfinished_restartable_job(entrypoint, tmp_path):
+    runs = tmp_path / "runs"
+    run_dir = restart_run_dir(runs)  # runs/run: spec with run.restart: on-failure, max_restarts 2
+    (runs / "latest").symlink_to("run")
+    spec_text = (run_dir / "spec.yaml").read_text()
+    assert entrypoint.unfinished_run(runs, spec_text) == (run_dir, [])
+    (run_dir / "status.json").write_text(json.dumps({"status": "restarting", "restarts": [{"resumed_from": 5}]}))
+    assert entrypoint.unfinished_run(runs, spec_text) == (run_dir, [{"resumed_from": 5}])
+    assert entrypoint.unfinished_run(runs, spec_text + "# another job\n") is None
+    (run_dir / "status.json").write_text(json.dumps({"status": "restarting", "restarts": [{}, {}]}))
+    assert entrypoint.unfinished_run(runs, spec_text) is None  # no restart left
+    for final in ("ok", "failed", "interrupted"):
+        (run_dir / "status.json").write_text(json.dumps({"status": final}))
+        assert entrypoint.unfinished_run(runs, spec_text) is None
+    (run_dir / "status.json").unlink()
+    (run_dir / "summary.json").write_text("{}")
+    assert entrypoint.unfinished_run(runs, spec_text) is None
+    assert entrypoint.unfinished_run(tmp_path / "empty", spec_text) is None
+
+
+def test_the_taken_up_job_resumes_in_its_run_directory_and_counts_the_restart(entrypoint, tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    run_dir = restart_run_dir(runs)
+    (runs / "latest").symlink_to("run")
+    monkeypatch.setattr(entrypoint, "JOB_SPEC_FILE", tmp_path / "job-spec.yaml")
+    entrypoint.JOB_SPEC_FILE.write_text((run_dir / "spec.yaml").read_text())
+    settings = ContainerSettings.from_env({"SYNCLAB_TOKEN": "t", "SYNCLAB_RUNS_DIR": str(runs)})
+    next_job = entrypoint.coordinator_job(settings, {"profile": None, "backend": "none"})
+    job = next_job()
+    assert job.run_dir == run_dir and str(run_dir / "spec-restart.yaml") in job.cmd
+    assert [r["resumed_from"] for r in job.restarts] == [10]
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "restarting"
+    assert next_job().run_dir != run_dir  # only the first job is taken up
+
+
+def test_coordinator_listens_on_the_cluster_interface_only(entrypoint, monkeypatch, tmp_path):
+    monkeypatch.setattr(entrypoint, "advertise_address", lambda device: "10.9.8.6")
+    monkeypatch.setenv("SYNCLAB_TOKEN", "t")
+    cmd = entrypoint.coordinator_cmd(tmp_path / "spec.yaml", tmp_path, entrypoint.read_settings())
+    assert cmd[cmd.index("--listen") + 1].startswith("10.9.8.6:")
