@@ -85,7 +85,12 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
 
     t = load_target(path)
     out_dir = out or default_out(root, t, quick)
-    v = run_target(t, root, out_dir, quick=quick, extra=list(set_), console=console, limit=points)
+    from synclab.config.spec import SpecError
+
+    try:
+        v = run_target(t, root, out_dir, quick=quick, extra=list(set_), console=console, limit=points)
+    except SpecError as e:  # a point's settings (the target's or --set) do not make a valid spec
+        _fail(f"{t.id}: a point's spec is invalid: {e}")
     from rich.table import Table
 
     table = Table(title=f"{t.paper} {t.figure} ({v['form']} form): {v['verdict']}")

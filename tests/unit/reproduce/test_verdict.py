@@ -9,13 +9,13 @@ SIZES = [5000, 20000, 50000, 200000, 1000000]
 def _claim(**judge_):
     return Claim.model_validate({
         "id": "peak", "quote": "reaches a peak at 50,000", "source": "P3 §5.5", "paper_value": 50000,
-        "kind": "argmax", "over": "strategy.options.slice_params",
+        "kind": "argmax", "over": "strategy.slice_params",
         "value": {"where": {"strategy.name": "p3"}, "metric": "throughput"},
         "judge": {"within": 0.01, "partly_factor": 4.1, **judge_}})
 
 
 def _rows(throughputs, sizes=SIZES):
-    return [{"strategy.name": "p3", "strategy.options.slice_params": str(s), "throughput": t}
+    return [{"strategy.name": "p3", "strategy.slice_params": str(s), "throughput": t}
             for s, t in zip(sizes, throughputs)]
 
 
@@ -41,3 +41,17 @@ def test_argmax_needs_its_axis():
     with pytest.raises(ValueError, match="'over'"):
         Claim.model_validate({"id": "x", "quote": "q", "source": "s", "paper_value": 1, "kind": "argmax",
                               "value": {"where": {"a": 1}, "metric": "m"}})
+
+
+def test_a_bad_override_exits_2_naming_the_key(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from synclab.cli import app
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[3])
+    r = CliRunner().invoke(app, ["reproduce", "p3-fig12-resnet50", "--quick", "--out", str(tmp_path),
+                                 "--set", "strategy.nonsense=1"])
+    assert r.exit_code == 2 and "nonsense" in r.output
+    assert not (tmp_path / "points.csv").exists()
