@@ -70,6 +70,8 @@ class Judge(_Strict):
     within: float = Field(0.15, gt=0)
     partly_factor: float | None = Field(None, gt=1)
     same_side_of_one: bool = False
+    margin: float = Field(0.0, ge=0, description="argmax: the peak must beat every other point by this share, "
+                                                 "else the curve is flat (no peak: not reproduced)")
 
 
 class Claim(_Strict):

@@ -33,14 +33,16 @@ def read(rows: list[dict[str, Any]], sel: Selector) -> float | None:
     return float(v)
 
 
-def argmax(rows: list[dict[str, Any]], sel: Selector, over: str) -> float | None:
-    """The value of axis ``over`` where ``sel.metric`` peaks among the points ``sel.where`` names (None with
-    fewer than three such points: no peak can be told from two)."""
+def argmax(rows: list[dict[str, Any]], sel: Selector, over: str) -> tuple[float, float] | None:
+    """(value of axis ``over`` where ``sel.metric`` peaks, the peak's lead over the next best point as a
+    share of the peak) among the points ``sel.where`` names; None with fewer than three such points (no
+    peak can be told from two)."""
     hits = [r for r in rows if _match(r, sel.where) and r.get(sel.metric) not in (None, "")]
     if len({str(r.get(over)) for r in hits}) < 3:
         return None
-    best = max(hits, key=lambda r: float(r[sel.metric]))
-    return float(best[over])
+    ranked = sorted(hits, key=lambda r: float(r[sel.metric]), reverse=True)
+    best, second = float(ranked[0][sel.metric]), float(ranked[1][sel.metric])
+    return float(ranked[0][over]), (best - second) / best if best else 0.0
 
 
 def _fmt(v: float) -> str:
@@ -54,7 +56,15 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
     if claim.kind == "value":
         value = read(rows, claim.value)
     elif claim.kind == "argmax":
-        value = argmax(rows, claim.value, claim.over)
+        found = argmax(rows, claim.value, claim.over)
+        value, lead = found if found is not None else (None, None)
+        if found is not None and lead < claim.judge.margin:
+            out.update(synclab_value=value, verdict=NOT,
+                       why=f"no peak: the best point ({claim.over} = {_fmt(value)}) leads the next by {lead:.1%}, "
+                           f"under the {claim.judge.margin:.0%} that tells a peak from run-to-run noise; the "
+                           f"curve is flat here" + (f". Known difference: {claim.caveat.strip()}" if claim.caveat
+                                                     else ""))
+            return out
     else:
         num, den = read(rows, claim.num), read(rows, claim.den)
         value = None if num is None or den is None else num / den

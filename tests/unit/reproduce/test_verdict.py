@@ -55,3 +55,9 @@ def test_a_bad_override_exits_2_naming_the_key(tmp_path, monkeypatch):
                                  "--set", "strategy.nonsense=1"])
     assert r.exit_code == 2 and "nonsense" in r.output
     assert not (tmp_path / "points.csv").exists()
+
+
+def test_a_peak_within_the_margin_is_a_flat_curve():
+    out = judge(_claim(margin=0.05), _rows([97, 99, 100, 98, 96]))
+    assert out["verdict"] == NOT and "no peak" in out["why"] and out["synclab_value"] == 50000
+    assert judge(_claim(margin=0.05), _rows([80, 90, 100, 90, 60]))["verdict"] == REPRODUCED
