@@ -237,7 +237,11 @@ def main() -> None:
         a = ap.parse_args()
         run = _rank_gloo if a.tool == "gloo" else _rank_synclab
         run(a.rank, a.addresses.split(","), a.floats, a.repeats)
-        return
+        # The report is printed and the streams are closed: leave without interpreter teardown, where gRPC
+        # core's threads can still be joinable as their objects are destroyed and abort the process
+        # ("terminate called without an active exception", exit -6 after a correct report; seen in CI).
+        sys.stdout.flush()
+        os._exit(0)
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--links", default="1gbit,4gbit,unshaped")
