@@ -167,7 +167,7 @@ def _resume(spec, engine, strategy, run_dir, node: str) -> torch.Tensor:
     return state["rng"]
 
 
-def _save_checkpoint(spec, engine, strategy, client, iteration: int, n_nodes: int) -> None:
+def _save_checkpoint(engine, strategy, client, iteration: int, n_nodes: int) -> None:
     """Iteration ``iteration``'s synchronization is complete: save, then wait for every node to have saved."""
     checkpoint.save(strategy.ctx.run_dir, iteration, strategy.ctx.node,
                     {"tensors": [t.detach().cpu().clone() for t in engine.tensors],
@@ -253,7 +253,7 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
             report(prev, time.perf_counter(), prev_checksum)
             prev = None
             client.flush_reports()
-            _save_checkpoint(spec, engine, strategy, client, it, n_nodes)
+            _save_checkpoint(engine, strategy, client, it, n_nodes)
     # Every iteration's span holds its own compute and one sync wait: the previous iteration's, which its
     # forward waits on (or, with run.check_params, its own, awaited before the checksum). The last sync
     # is then the job's drain, not a second sync of iteration N, which ends where its compute does.

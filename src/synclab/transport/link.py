@@ -71,20 +71,20 @@ class Link:
         self.scheduler.close(error)
 
     def _paced(self) -> Iterator[pb.Frame]:
+        state = {"wait": 0.0, "backlogged": False}
+
+        def reserve(n: int) -> None:  # under the scheduler's lock: pacing order = the scheduler's order
+            bucket = self.shaper.bucket  # read per chunk: a reshape may replace or remove it
+            state["wait"] = 0.0 if bucket is None else bucket.reserve(n + FRAME_OVERHEAD_BYTES, state["backlogged"])
+
         while True:
-            backlogged = self.scheduler.queued_bytes > 0
-            bucket = self.shaper.bucket
-            wait = [0.0]
-
-            def reserve(n: int) -> None:  # under the scheduler's lock: pacing order = the scheduler's order
-                wait[0] = bucket.reserve(n + FRAME_OVERHEAD_BYTES, backlogged)
-
-            frame = self.scheduler.next_frame(reserve if bucket is not None else None)
+            state["backlogged"] = self.scheduler.queued_bytes > 0
+            frame = self.scheduler.next_frame(reserve)
             if frame is None:
                 return
             n = len(frame.payload)
-            if wait[0] > 0:
-                time.sleep(wait[0])
+            if state["wait"] > 0:
+                time.sleep(state["wait"])
             self.bytes_sent += n
             self.meter.add_sent(self.peer, KIND_NAMES[frame.header.kind], n)
             if self.spans is not None:

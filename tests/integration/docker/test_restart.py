@@ -19,18 +19,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
+from integration.docker.test_oneshot import cluster, run_one_shot, start_one_shot  # noqa: F401 - the fixture
+
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 
-REPO = Path(__file__).resolve().parents[3]
-DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else (shutil.which("docker") or "docker")
-UP_ONE_SHOT = ("up", "--exit-code-from", "coordinator", "--no-color", "coordinator", "worker", "ps")
 ITERATIONS, EVERY = 40, 5
 JOB = {"PROFILE": "1gbit", "WORKERS": "2", "SHARDS": "2", "ITERATIONS": str(ITERATIONS), "REPEAT": "1",
        "SPEC_SET": f"run.warmup=2 run.heartbeat_timeout_s=5 run.checkpoint_every={EVERY} run.restart=on-failure"}
@@ -62,29 +58,6 @@ def reference(images, compose_project):
         yield c
     finally:
         c.compose("down", "-v", "--remove-orphans", "--timeout", "5", check=False, timeout=300)
-
-
-@pytest.fixture
-def cluster(images, compose_project):
-    made = []
-
-    def make(**settings: str):
-        c = compose_project(f"restart{len(made)}", **settings)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.compose("down", "-v", "--remove-orphans", "--timeout", "5", check=False, timeout=300)
-
-
-def run_one_shot(c) -> subprocess.CompletedProcess:
-    return c.compose(*UP_ONE_SHOT, timeout=600, check=False)
-
-
-def start_one_shot(c) -> subprocess.Popen:
-    return subprocess.Popen([DOCKER, "compose", *UP_ONE_SHOT], env=c.env, cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
 
 
 def committed_checkpoint(c) -> int:
