@@ -9,6 +9,7 @@ from typing import Callable
 
 import grpc
 
+from synclab.roles.placement import node_placement
 from synclab.wire import pb, rpc
 from synclab.wire.channels import open_channel
 
@@ -54,7 +55,8 @@ class CoordinatorClient:
 
     def register(self, role: str, index: int, address: str, metrics_url: str) -> pb.RegisterReply:
         reply = self._call(self.stub.Register, pb.RegisterRequest(
-            role=ROLE_NAMES[role], requested_index=index, address=address, metrics_url=metrics_url), timeout=30)
+            role=ROLE_NAMES[role], requested_index=index, address=address, metrics_url=metrics_url,
+            placement=node_placement()), timeout=30)
         self.node = reply.node.name
         return reply
 

@@ -25,6 +25,7 @@ import grpc
 
 from synclab.config import Spec
 from synclab.roles import checkpoint
+from synclab.roles.placement import node_placement
 from synclab.wire import pb, rpc
 from synclab.wire.channels import bind, make_server
 
@@ -44,6 +45,7 @@ class JobState:
     link_rate_bps: float | None
     expected: dict[int, int]
     nodes: dict[str, pb.NodeInfo] = field(default_factory=dict)
+    placement: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> where it runs
     plan_json: str | None = None
     barriers: dict[str, set] = field(default_factory=dict)
     heartbeats: dict[str, float] = field(default_factory=dict)
@@ -116,6 +118,7 @@ class CoordinatorService(rpc.CoordinatorServicer):
             node = pb.NodeInfo(role=request.role, index=index, name=f"{prefix}{index}", address=request.address,
                                metrics_url=request.metrics_url, capabilities=request.capabilities)
             job.nodes[node.name] = node
+            job.placement[node.name] = dict(request.placement)
             job.heartbeats[node.name] = time.monotonic()
             if len(job.nodes) == job.total_nodes:
                 job.state = "running"
@@ -368,6 +371,7 @@ def build_summary(job: JobState, rows: list[dict], overlap: list[dict] | None = 
         "started_at": job.started_at,
         "wall_seconds": time.time() - job.started_at,
         "versions": versions(),
+        "placement": {"coordinator": node_placement(), **dict(sorted(job.placement.items()))},
     }
 
 

@@ -1,6 +1,7 @@
 """Real local clusters: ps and wfbp change scheduling, never the math."""
 
 import csv
+import socket
 
 import pytest
 import torch
@@ -42,6 +43,11 @@ def test_records_are_complete(equivalence_runs, strategy):
     assert s["strategy"] == strategy and s["workers"] == 2 and s["iterations"] == 6
     assert set(s["iteration_seconds"]) >= {"mean", "p50", "p99"}
     assert s["ps_shards"] == (2 if strategy == "ps" else 0)
+    # every node says where it ran: processes of this machine, one pid each
+    nodes = {"coordinator", "worker0", "worker1", *(f"ps{i}" for i in range(s["ps_shards"]))}
+    assert set(s["placement"]) == nodes
+    assert {p["host"] for p in s["placement"].values()} == {socket.gethostname()}
+    assert len({p["pid"] for p in s["placement"].values()}) == len(nodes)
     for f in ("spec.yaml", "iterations.csv", "endpoints.json", "params.pt", "traffic-worker0.csv"):
         assert (out / f).exists(), f
     # every worker moved its gradients: at least one model's worth per iteration

@@ -115,18 +115,27 @@ class NodeInfo(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., index: _Optional[int] = ..., name: _Optional[str] = ..., address: _Optional[str] = ..., metrics_url: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("role", "requested_index", "address", "metrics_url", "capabilities")
+    __slots__ = ("role", "requested_index", "address", "metrics_url", "capabilities", "placement")
+    class PlacementEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ROLE_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_INDEX_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     METRICS_URL_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     role: Role
     requested_index: int
     address: str
     metrics_url: str
     capabilities: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, role: _Optional[_Union[Role, str]] = ..., requested_index: _Optional[int] = ..., address: _Optional[str] = ..., metrics_url: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
+    placement: _containers.ScalarMap[str, str]
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., requested_index: _Optional[int] = ..., address: _Optional[str] = ..., metrics_url: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., placement: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("node", "spec_json", "run_dir", "job_id")
