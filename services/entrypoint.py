@@ -431,6 +431,10 @@ def resolve_job_spec(settings: ContainerSettings, outcome: dict) -> None:
         raise SettingsError(f"{e} (the job of SYNCLAB_SPEC, its overrides and "
                             f"SYNCLAB_PROFILE={outcome['profile'] or 'none'})") from None
     spec = job.spec
+    if spec.cluster.colocate_ps:
+        raise SettingsError("cluster.colocate_ps: compose and Swarm start every shard in a container of its own, "
+                            "with a link of its own; run co-located shards with the local launcher (synclab run "
+                            "with network.isolation netns)")
     if spec.run.dilation != 1:
         raise SettingsError(f"run.dilation={spec.run.dilation:g}: containers shape eth0 from SYNCLAB_PROFILE "
                             f"before the job is known, undilated; run dilated experiments with the local launcher "

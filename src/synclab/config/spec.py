@@ -28,8 +28,17 @@ class _Section(BaseModel):
 
 
 class ClusterSpec(_Section):
+    """``colocate_ps``: PS shard *i* runs on worker *i*'s machine (its network namespace), so one
+    shaped link carries that worker's and that shard's traffic, and the two talk over the loopback.
+    P3 (§5: "the number of KVServers/P3Servers equal to the number of worker machines") and SSD-SGD
+    (4 machines for up to 4 servers and 4 workers) ran their servers this way
+    (reproduction-targets.md, caveat C2). Needs ``ps_shards <= workers`` and kernel shaping
+    (``network.isolation: netns``): with the transport pacing each process, two processes cannot
+    share one link."""
+
     workers: int = Field(2, ge=1, le=1024)
     ps_shards: int = Field(1, ge=0, le=256)
+    colocate_ps: bool = False
 
 
 class NetworkSpec(_Section):
@@ -271,6 +280,9 @@ class Spec(_Section):
         cls = registry.get(self.strategy.name)
         if cls.needs_ps and self.cluster.ps_shards < 1:
             raise ValueError(f"strategy {self.strategy.name!r} needs cluster.ps_shards >= 1")
+        if self.cluster.colocate_ps and self.n_ps > self.n_workers:
+            raise ValueError(f"cluster.colocate_ps puts PS shard i on worker i's machine: cluster.ps_shards "
+                             f"({self.n_ps}) must not exceed cluster.workers ({self.n_workers})")
         if self.run.checkpoint_every and not cls.checkpointable:
             able = ", ".join(n for n in registry.names() if registry.get(n).checkpointable)
             raise ValueError(f"strategy {self.strategy.name!r} cannot checkpoint (run.checkpoint_every): its "
@@ -306,6 +318,13 @@ class Spec(_Section):
         from synclab.strategies import registry
 
         return self.cluster.ps_shards if registry.get(self.strategy.name).needs_ps else 0
+
+    def machine_of(self, node: str) -> str:
+        """The node whose machine (namespace, shaped link) ``node`` runs on: with ``cluster.colocate_ps``
+        shard ``ps<i>`` runs on ``worker<i>``'s; every other node on its own."""
+        if self.cluster.colocate_ps and node.startswith("ps") and node[2:].isdigit():
+            return f"worker{node[2:]}"
+        return node
 
     def to_dict(self) -> dict:
         return self.model_dump(mode="json")

@@ -94,6 +94,17 @@ def reshaper(spec: Spec, role: str, node: str, shaper: LinkShaper, metrics: Node
     (netns or container, kernel backends) or retune the transport's token bucket (app)."""
     from synclab.netem.profile import dilate, profile_from_mapping, resolve_for_role
 
+    machine = spec.machine_of(node)
+    if machine != node:  # cluster.colocate_ps: the link is the worker's, which reshapes it
+        def on_its_workers_link(cmd) -> None:
+            if cmd.kind != "shape":
+                raise ValueError(f"unknown command {cmd.kind!r}")
+            if cmd.target in (node, role):
+                raise RuntimeError(f"{node} has no link of its own (cluster.colocate_ps): reshape {machine}")
+            log.info("%s: %s reshapes the link this shard shares", node, machine)
+
+        return on_its_workers_link
+
     def handle(cmd) -> None:
         """Apply a reshape; raises when it cannot (the heartbeat reports that, and the command fails)."""
         if cmd.kind != "shape":

@@ -78,7 +78,7 @@ class LocalCluster:
     def _build_netns(self) -> None:
         from synclab.netem.netns import NetnsCluster, Topology
 
-        names = self.node_names()
+        names = [(n, role) for n, role in self.node_names() if self.spec.machine_of(n) == n]
         kernel = self.spec.network.backend in ("netem", "htb", "tbf")
         topo = Topology.star([n for n, _ in names], roles=dict(names), host_address=True,
                              profile=self._host_profile() if kernel else None)
@@ -90,13 +90,16 @@ class LocalCluster:
                                "backend": (a.backend if (a := self.netns.applied.get(n.name)) else "none"),
                                "left_to_transport": sorted(a.left_to_app) if a else []}
                       for n in topo.nodes},
+            # cluster.colocate_ps: a shard in its worker's namespace, on its worker's link
+            "colocated": {n: self.spec.machine_of(n) for n, _ in self.node_names() if self.spec.machine_of(n) != n},
             "notes": self.netns.notes}, indent=2) + "\n")
 
     def _where(self, name: str) -> tuple[list[str], str]:
         """(argv prefix, address) of a node."""
         if self.netns is None:
             return [], self.host
-        return self.netns.exec_prefix(name), self.netns.address(name)
+        machine = self.spec.machine_of(name)
+        return self.netns.exec_prefix(machine), self.netns.address(machine)
 
     def _tls_env(self) -> dict[str, str]:
         """With ``transport.tls`` and no ``$SYNCLAB_TLS_DIR`` of the user's: a CA made for this job."""

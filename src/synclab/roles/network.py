@@ -60,6 +60,13 @@ def resolve_network(spec: Spec, *, kernel_available: frozenset[str] | None = Non
         raise SpecError(f"network.isolation: {netns_unavailable}")
     if profile is None or not profile.shapes_anything:
         return NetworkPlan(isolation, profile, "none", [], notes)
+    if spec.cluster.colocate_ps:
+        if isolation == "none":
+            raise SpecError("cluster.colocate_ps needs network.isolation netns: a shard shares its worker's "
+                            "kernel-shaped link, and with isolation none every process paces its own traffic")
+        if "ps" in profile.roles:
+            raise SpecError(f"network.profile {profile.name!r} shapes the ps role apart, but with "
+                            "cluster.colocate_ps a shard has no link of its own (it uses its worker's)")
     if isolation == "none":
         wants = _wants(profile)
         if "loss" in wants:

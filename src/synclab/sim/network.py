@@ -39,16 +39,26 @@ import simpy
 Callback = Callable[[], None]
 
 
-class Nic:
-    """One direction of one node's network interface."""
+class SenderGroup:
+    """The priority links of one sending process: one priority order (the transport's ``SchedulerGroup``)."""
 
-    __slots__ = ("name", "rate_bps", "flows", "senders", "parked")
+    __slots__ = ("senders", "parked")
+
+    def __init__(self):
+        self.senders: list[Link] = []
+        self.parked: dict[int, Link] = {}  # those waiting for a more urgent sibling (insertion-ordered)
+
+
+class Nic:
+    """One direction of one node's network interface. Its ``group`` orders the priority links of the
+    process that sends through it, unless a link is given another (a co-located shard's process)."""
+
+    __slots__ = ("name", "rate_bps", "flows", "group")
 
     def __init__(self, name: str, rate_bps: float | None):
         self.name, self.rate_bps = name, rate_bps
         self.flows: dict[int, Flow] = {}  # insertion-ordered: deterministic recomputation
-        self.senders: list[Link] = []  # the priority links leaving through this NIC: one priority order
-        self.parked: dict[int, Link] = {}  # those of them waiting for a more urgent sibling (insertion-ordered)
+        self.group = SenderGroup()
 
 
 class Flow:
@@ -151,10 +161,12 @@ class Link:
     """One sender's queue towards one destination (FIFO or priority, chunked), over the shared NICs."""
 
     def __init__(self, net: Network, egress: Nic, ingress: Nic, *, policy: str, chunk_bytes: int,
-                 startup_s: float, delay_s: float, jitter_s: float = 0.0, on_message: Callable | None = None):
+                 startup_s: float, delay_s: float, jitter_s: float = 0.0, on_message: Callable | None = None,
+                 group: SenderGroup | None = None):
         if policy not in ("fifo", "priority"):
             raise ValueError(f"unknown send policy {policy!r}")
         self.net, self.egress, self.ingress = net, egress, ingress
+        self.group = egress.group if group is None else group
         self.policy, self.chunk_bytes, self.startup_s = policy, chunk_bytes, startup_s
         self.delay_s, self.jitter_s = delay_s, jitter_s
         self.on_message = on_message  # (start_s, end_s, nbytes) of each delivered message, for spans
@@ -164,7 +176,7 @@ class Link:
         self._current: Message | None = None  # the message whose chunk is on the wire
         self.bytes_sent = 0
         if policy == "priority":
-            egress.senders.append(self)
+            self.group.senders.append(self)
 
     def head_priority(self) -> int | None:
         """The most urgent priority this link holds: its message on the wire or the head of its queue."""
@@ -173,13 +185,13 @@ class Link:
 
     def _held_back(self) -> bool:
         """Another link of this sender has a more urgent message (priority links only)."""
-        if self.policy != "priority" or len(self.egress.senders) < 2:
+        if self.policy != "priority" or len(self.group.senders) < 2:
             return False
         mine = self._heap[0][0]
-        return any(o is not self and (h := o.head_priority()) is not None and h < mine for o in self.egress.senders)
+        return any(o is not self and (h := o.head_priority()) is not None and h < mine for o in self.group.senders)
 
     def _wake_parked(self) -> None:
-        parked, self.egress.parked = self.egress.parked, {}
+        parked, self.group.parked = self.group.parked, {}
         for o in parked.values():
             if not o._busy:
                 o._next()
@@ -196,7 +208,7 @@ class Link:
             return
         if self._held_back():  # parked until a more urgent sibling's head is gone
             self._busy = False
-            self.egress.parked[id(self)] = self
+            self.group.parked[id(self)] = self
             return
         self._busy = True
         _, _, msg = heapq.heappop(self._heap)
@@ -228,5 +240,5 @@ class Link:
             else:
                 msg.on_delivered()
         self._next()
-        if self.egress.parked:
+        if self.group.parked:
             self._wake_parked()  # this link's head changed: a parked sibling may be the most urgent now

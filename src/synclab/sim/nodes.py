@@ -20,17 +20,25 @@ import simpy
 
 from synclab.collective.schedules import segment_bounds
 from synclab.netem.profile import LinkProfile, resolve_for_role
-from synclab.sim.network import Link, Network, Nic
+from synclab.sim.network import Link, Network, Nic, SenderGroup
 
 Callback = Callable[[], None]
 
 
 class Cluster:
-    """Nodes (``worker0``…, ``ps0``…) with an egress and an ingress NIC each, and links made on first use."""
+    """Nodes (``worker0``…, ``ps0``…) with an egress and an ingress NIC each, and links made on first use.
+
+    ``machine_of(node)`` names the node whose machine (NICs) a node uses (``Spec.machine_of``: with
+    ``cluster.colocate_ps`` shard i shares worker i's): co-located nodes share both NICs, each keeps
+    its own priority order (its own process's send scheduler), and what they send each other goes
+    over the loopback (the per-message start-up cost, no NIC, no delay).
+    """
 
     def __init__(self, net: Network, profile: LinkProfile | None, *, startup_s: float, chunk_bytes: int,
-                 policies: dict[str, str], record_spans: bool):
+                 policies: dict[str, str], record_spans: bool, machine_of: Callable[[str], str] = str):
         self.net, self.profile, self.startup_s, self.chunk_bytes = net, profile, startup_s, chunk_bytes
+        self.machine_of = machine_of
+        self.groups: dict[str, SenderGroup] = {}  # node -> the priority order of its process
         self.policies = policies  # role -> send policy of its links
         self.record_spans = record_spans
         self.nics: dict[str, tuple[Nic, Nic, LinkProfile | None]] = {}
@@ -44,12 +52,13 @@ class Cluster:
         return node.rstrip("0123456789")
 
     def _node(self, node: str) -> tuple[Nic, Nic, LinkProfile | None]:
-        if node not in self.nics:
-            p = None if self.profile is None else resolve_for_role(self.profile, self.role(node))
+        machine = self.machine_of(node)
+        if machine not in self.nics:
+            p = None if self.profile is None else resolve_for_role(self.profile, self.role(machine))
             egress = p.rate_bps if p is not None and p.shapes_egress else None
             ingress = p.rate_bps if p is not None and p.shapes_ingress else None
-            self.nics[node] = (Nic(f"{node}/tx", egress), Nic(f"{node}/rx", ingress), p)
-        return self.nics[node]
+            self.nics[machine] = (Nic(f"{machine}/tx", egress), Nic(f"{machine}/rx", ingress), p)
+        return self.nics[machine]
 
     def link(self, src: str, dst: str) -> Link:
         link = self.links.get((src, dst))
@@ -57,16 +66,20 @@ class Cluster:
             s_tx, _, sp = self._node(src)
             _, d_rx, dp = self._node(dst)
             delay = jitter = 0.0
-            for p, shapes in ((sp, sp is not None and sp.shapes_egress), (dp, dp is not None and dp.shapes_ingress)):
-                if shapes:
-                    delay, jitter = delay + p.delay_s, jitter + p.jitter_s
+            if self.machine_of(src) == self.machine_of(dst):  # co-located: the loopback
+                s_tx, d_rx = Nic(f"{src}/lo", None), Nic(f"{dst}/lo", None)
+            else:
+                for p, shapes in ((sp, sp is not None and sp.shapes_egress),
+                                  (dp, dp is not None and dp.shapes_ingress)):
+                    if shapes:
+                        delay, jitter = delay + p.delay_s, jitter + p.jitter_s
             record = None
             if self.record_spans:
                 def record(t0, t1, nbytes, src=src, dst=dst):
                     self.spans.append((src, dst, t0, t1, nbytes))
             link = Link(self.net, s_tx, d_rx, policy=self.policies.get(self.role(src), "fifo"),
                         chunk_bytes=self.chunk_bytes, startup_s=self.startup_s, delay_s=delay, jitter_s=jitter,
-                        on_message=record)
+                        on_message=record, group=self.groups.setdefault(src, SenderGroup()))
             self.links[(src, dst)] = link
         return link
 

@@ -122,7 +122,8 @@ class Simulation:
         self.spans: list[tuple] = []
         self.cluster = Cluster(self.net, s.network.link_profile(), startup_s=startup_s,
                                chunk_bytes=s.transport.chunk_bytes,
-                               policies={"worker": cls.send_policy, "ps": cls.send_policy}, record_spans=False)
+                               policies={"worker": cls.send_policy, "ps": cls.send_policy}, record_spans=False,
+                               machine_of=s.machine_of)
         self.plan = None
         self.parts_of: list[list] = [[] for _ in infos]
         self.shards: list[SimShard] = []

@@ -8,6 +8,7 @@ import time
 import urllib.request
 
 import pytest
+import torch
 
 from support.cluster import FAST, QUICKSTART, REPO, run_spec, summary, synclab
 
@@ -80,3 +81,23 @@ def test_live_reshape_through_the_coordinator(tmp_path, kernel_backends):
     net = json.loads((tmp_path / "network.json").read_text())
     assert not {n["netns"] for n in net["nodes"].values()} & namespaces()
     assert json.loads((tmp_path / "status.json").read_text())["status"] == "interrupted"
+
+
+def test_colocated_shards_run_in_their_workers_namespaces_and_train_alike(tmp_path, kernel_backends):
+    """cluster.colocate_ps (P3's and SSD-SGD's setting): ps<i> in worker<i>'s namespace, on its shaped link."""
+    common = [*FAST, "strategy.name=ps", "cluster.workers=2", "cluster.ps_shards=2"]
+    local = run_spec(tmp_path / "local", *[o for o in common if o != "strategy.name=ps"], "strategy.name=local")
+    assert local.returncode == 0, local.stderr
+    out = tmp_path / "colocated"
+    r = run_spec(out, *common, "network.rate=null", "network.profile=1gbit", "network.isolation=netns",
+                 "cluster.colocate_ps=true")
+    assert r.returncode == 0, r.stderr
+    net = json.loads((out / "network.json").read_text())
+    assert net["colocated"] == {"ps0": "worker0", "ps1": "worker1"}
+    assert set(net["nodes"]) == {"coordinator", "worker0", "worker1"}  # no namespace of the shards' own
+    endpoints = json.loads((out / "endpoints.json").read_text())
+    for i in (0, 1):
+        assert endpoints[f"ps{i}"]["address"].split(":")[0] == endpoints[f"worker{i}"]["address"].split(":")[0]
+    ref, got = torch.load(tmp_path / "local" / "params.pt"), torch.load(out / "params.pt")
+    for k in ref:
+        assert torch.allclose(ref[k], got[k], rtol=1e-5, atol=1e-6), k

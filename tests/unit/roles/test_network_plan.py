@@ -60,3 +60,38 @@ def test_resolved_spec_carries_the_profile_inline():
 def test_profile_and_rate_together_are_refused():
     with pytest.raises(SpecError, match="either network.profile or network.rate"):
         parse_spec({"network": {"profile": "1gbit", "rate": "2gbit"}})
+
+
+# -- cluster.colocate_ps --------------------------------------------------------------------------------------------
+
+
+def colocated(net, cluster=None, **kw):
+    spec = parse_spec({"network": net, "strategy": {"name": "ps"},
+                       "cluster": {"workers": 2, "ps_shards": 2, "colocate_ps": True, **(cluster or {})}})
+    return resolve_network(spec, kernel_available=KERNEL, **kw)
+
+
+def test_colocated_shards_share_their_workers_machine():
+    spec = parse_spec({"strategy": {"name": "ps"}, "cluster": {"workers": 3, "ps_shards": 2, "colocate_ps": True}})
+    assert [spec.machine_of(n) for n in ("ps0", "ps1", "worker2", "coordinator")] == [
+        "worker0", "worker1", "worker2", "coordinator"]
+    apart = parse_spec({"strategy": {"name": "ps"}, "cluster": {"workers": 3, "ps_shards": 2}})
+    assert apart.machine_of("ps0") == "ps0"
+
+
+def test_colocation_needs_a_worker_machine_per_shard():
+    with pytest.raises(SpecError, match="ps_shards .3. must not exceed cluster.workers .2."):
+        parse_spec({"strategy": {"name": "ps"}, "cluster": {"workers": 2, "ps_shards": 3, "colocate_ps": True}})
+
+
+def test_colocation_needs_kernel_shaping():
+    with pytest.raises(SpecError, match="colocate_ps needs network.isolation netns"):
+        colocated({"profile": "1gbit"}, netns_unavailable="needs root")
+    assert colocated({"profile": "1gbit"}, netns_unavailable=None).isolation == "netns"
+    assert colocated({}, netns_unavailable="needs root").isolation == "none"  # nothing shaped: nothing to share
+
+
+def test_colocation_refuses_a_profile_that_shapes_shards_apart():
+    with pytest.raises(SpecError, match="shapes the ps role apart"):
+        colocated({"profile": {"name": "split", "rate": "1gbit", "roles": {"ps": {"rate": "2gbit"}}}},
+                  netns_unavailable=None)

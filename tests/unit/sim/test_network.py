@@ -120,3 +120,30 @@ def test_equal_priorities_to_two_peers_share_the_nic():
             1_000_000, lambda: done.append(env.now), priority=3)
     env.run()
     assert done == [pytest.approx(A + 2 * 1_000_000 * 8 / RATE)] * 2
+
+
+# -- cluster.colocate_ps: a shard on its worker's machine (reproduction-targets C2) -------------------------------
+
+
+def _colocated_cluster(net):
+    profile = profile_from_mapping({"rate": "8mbit", "direction": "egress"})
+    return Cluster(net, profile, startup_s=A, chunk_bytes=1 << 20, policies={}, record_spans=False,
+                   machine_of=lambda n: {"ps0": "worker0", "ps1": "worker1"}.get(n, n))
+
+
+def test_a_colocated_shard_talks_to_its_worker_over_the_loopback():
+    env, net = _net()
+    cluster, done = _colocated_cluster(net), []
+    cluster.send("worker0", "ps0", 1_000_000, lambda: done.append(env.now))
+    env.run()
+    assert done == [pytest.approx(A)]  # only the per-message cost: no NIC, no 1 s at 8 Mbit/s
+
+
+def test_a_colocated_shard_shares_its_workers_nic_with_it():
+    env, net = _net()
+    cluster, done = _colocated_cluster(net), []
+    cluster.send("worker0", "ps1", 1_000_000, lambda: done.append(("worker0", env.now)))
+    cluster.send("ps0", "worker1", 1_000_000, lambda: done.append(("ps0", env.now)))
+    env.run()
+    # both leave through worker0's machine: 2 MB at 8 Mbit/s, fairly shared, end together at 2 s
+    assert [t for _, t in done] == [pytest.approx(A + 2.0)] * 2
