@@ -43,7 +43,8 @@ def _nodes(target: Target, root: Path, overrides: list[str]) -> tuple[int, float
     spec = load_spec(root / target.spec, [parse_override(o) for o in overrides])
     link = spec.network.link_profile()
     rate = None if link is None else link.rate_bps
-    return spec.n_workers + spec.n_ps, rate
+    nodes = [f"worker{r}" for r in range(spec.n_workers)] + [f"ps{i}" for i in range(spec.n_ps)]
+    return len({spec.machine_of(n) for n in nodes}), rate  # co-located shards share their worker's link
 
 
 def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: list[str] = ()) -> list[Point]:
@@ -67,7 +68,7 @@ def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: 
                 p.concurrent_bps = nodes * rate
                 p.dilation = dilation_for(p.concurrent_bps)
                 p.overrides.append(f"run.dilation={p.dilation}")
-                p.notes.append(f"D={p.dilation}: {nodes} nodes x {rate / 1e9:g} Gbit/s = "
+                p.notes.append(f"D={p.dilation}: {nodes} links x {rate / 1e9:g} Gbit/s = "
                                f"{p.concurrent_bps / 1e9:g} Gbit/s at once, / D = "
                                f"{p.concurrent_bps / p.dilation / 1e9:.2f} Gbit/s on the host (rule: <= 1.5)")
         points.append(p)
