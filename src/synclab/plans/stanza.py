@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 __all__ = [
+    "READINGS",
     "PsProfile",
     "StanzaProfile",
     "choose_fc_workers",
@@ -86,7 +87,19 @@ class StanzaProfile:
         return values * self.bytes_per_value * 8 / self.bandwidth_bps
 
 
-def conv_allreduce_rounds(n_c: int) -> int:
+READINGS = ("algorithm", "as-printed")
+"""How eq. 3 and eq. 5 are read. ``algorithm`` (the default): the rounds §4.1.2's algorithm takes
+(floor(log2 n_c) + 2 off powers of two) and n_f <= n_c (§4.1.3 gives every FC worker an equal share
+of the CONV workers, so an FC worker with none would idle while eq. 2 counts it). ``as-printed``: eq. 3
+as printed, ceil(log2 n_c) + 2 rounds off powers of two, and eq. 5's search over every n_f in 1..N-1."""
+
+
+def _check_reading(reading: str) -> None:
+    if reading not in READINGS:
+        raise ValueError(f"unknown reading {reading!r} of Stanza's eq. 3/5; choose one of {', '.join(READINGS)}")
+
+
+def conv_allreduce_rounds(n_c: int, reading: str = "algorithm") -> int:
     """Rounds of Stanza's recursive-doubling all-reduce among n_c CONV workers (§4.1.2).
 
     log2(n_c) when n_c is a power of two (0 for a single worker); otherwise
@@ -95,11 +108,14 @@ def conv_allreduce_rounds(n_c: int) -> int:
     Eq. 3 prints ceil(log2 n_c) + 2, one round more than that algorithm
     takes (ceil = floor + 1 off powers of two); the text of §4.1.2 and
     ``synclab.collective.schedules.recursive_doubling_schedule`` agree on
-    floor(log2 n_c) + 2, which is used here.
+    floor(log2 n_c) + 2, the ``algorithm`` reading; ``as-printed`` gives eq. 3's.
     """
     _check_count("n_c", n_c)
+    _check_reading(reading)
     core = n_c.bit_length() - 1  # floor(log2 n_c)
-    return core if n_c == 1 << core else core + 2
+    if n_c == 1 << core:
+        return core
+    return core + 2 if reading == "algorithm" else core + 3
 
 
 def stanza_compute_time(n_c: int, n_f: int, profile: StanzaProfile) -> float:
@@ -113,47 +129,51 @@ def stanza_compute_time(n_c: int, n_f: int, profile: StanzaProfile) -> float:
     return profile.conv_time_s + n_c / n_f * profile.fc_time_s
 
 
-def stanza_iteration_time(n_c: int, n_f: int, profile: StanzaProfile) -> float:
+def stanza_iteration_time(n_c: int, n_f: int, profile: StanzaProfile, reading: str = "algorithm") -> float:
     """t_s = t_s^c + 2 n_c A K / (n_f B) + P_c * rounds(n_c) / B (eq. 3).
 
     The second term is the activations to the FC workers and their gradients
     back (§4.1.1); the third is the CONV gradient all-reduce, each round
     moving P_c values. The FC workers' own all-reduce overlaps the CONV one
-    (§4.1.3) and is not counted. Rounds as in ``conv_allreduce_rounds``.
+    (§4.1.3) and is not counted. Rounds as ``conv_allreduce_rounds`` reads them.
     """
     compute = stanza_compute_time(n_c, n_f, profile)
     conv_fc = profile.transfer_s(2 * n_c * profile.activations * profile.batch_size) / n_f
-    conv_allreduce = profile.transfer_s(profile.conv_params) * conv_allreduce_rounds(n_c)
+    conv_allreduce = profile.transfer_s(profile.conv_params) * conv_allreduce_rounds(n_c, reading)
     return compute + conv_fc + conv_allreduce
 
 
-def stanza_throughput(n_c: int, n_f: int, profile: StanzaProfile) -> float:
+def stanza_throughput(n_c: int, n_f: int, profile: StanzaProfile, reading: str = "algorithm") -> float:
     """throughput_s = n_c K / t_s, samples per second (eq. 4)."""
-    return n_c * profile.batch_size / stanza_iteration_time(n_c, n_f, profile)
+    return n_c * profile.batch_size / stanza_iteration_time(n_c, n_f, profile, reading)
 
 
-def choose_fc_workers(
-    total_nodes: int, profile: StanzaProfile, *, max_conv_per_fc: int | None = None
-) -> int:
-    """n_f maximising eq. 4 subject to n_c + n_f = N, n_c, n_f > 0 (eq. 5).
+def choose_fc_workers(total_nodes: int, profile: StanzaProfile, *, max_conv_per_fc: int | None = None,
+                      reading: str = "algorithm") -> int:
+    """n_f maximising eq. 4 subject to n_c + n_f = N, n_c, n_f > 0 (eq. 5), read as ``reading`` says
+    (:data:`READINGS`: ``algorithm`` also keeps n_f <= n_c).
 
-    Exhaustive search over n_f = 1..N-1, as §4.2.2 suggests. Ties go to the
-    fewest FC workers. ``max_conv_per_fc`` optionally bounds n_c / n_f from
-    above - the GPU-memory limit of footnotes 4 and 6 (one FC worker served
-    10 CONV workers in their testbed); the paper's program has no such term.
+    Exhaustive search, as §4.2.2 suggests. Ties go to the fewest FC workers.
+    ``max_conv_per_fc`` optionally bounds n_c / n_f from above - the GPU-memory
+    limit of footnotes 4 and 6 (one FC worker served 10 CONV workers in their
+    testbed); the paper's program has no such term.
     """
     _check_count("total_nodes", total_nodes, 2)
+    _check_reading(reading)
     if max_conv_per_fc is not None:
         _check_count("max_conv_per_fc", max_conv_per_fc)
+    last = total_nodes // 2 if reading == "algorithm" else total_nodes - 1
     best_n_f, best = 0, -math.inf
-    for n_f in range(1, total_nodes):
+    for n_f in range(1, last + 1):
         n_c = total_nodes - n_f
         if max_conv_per_fc is not None and n_c > max_conv_per_fc * n_f:
             continue
-        throughput = stanza_throughput(n_c, n_f, profile)
+        throughput = stanza_throughput(n_c, n_f, profile, reading)
         if throughput > best:
             best_n_f, best = n_f, throughput
-    return best_n_f  # n_f = N-1 always satisfies the bound, so one was found
+    if best_n_f == 0:
+        raise ValueError(f"no split of {total_nodes} nodes keeps n_c <= {max_conv_per_fc} x n_f with n_f <= n_c")
+    return best_n_f
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,9 @@ also keeps n_f <= n_c: §4.1.3 gives each FC worker an equal share of the CONV
 workers, so an FC worker with none would idle while eq. 2 counts it as
 sharing the FC work. Rounds of the CONV all-reduce are floor(log2 n_c) + 2 off
 powers of two, what §4.1.2's algorithm takes; eq. 3 prints ceil(·) + 2
-(:func:`synclab.plans.stanza.conv_allreduce_rounds`). Rank 0 decides in
+(:func:`synclab.plans.stanza.conv_allreduce_rounds`). ``strategy.reading:
+as-printed`` reads both as printed instead (a choice of n_f > n_c is refused:
+it cannot run). Rank 0 decides in
 :meth:`Stanza.make_plan` and records the decision in ``plan.json``.
 
 The whole model on rank 0. CONV and FC workers keep different parts up to
@@ -76,7 +78,8 @@ from synclab.collective.recursive_doubling import recursive_doubling_allreduce_,
 from synclab.collective.schedules import segment_bounds
 from synclab.compute.profile import Boundary, ModelProfileError, load_model_profile
 from synclab.config.units import parse_rate_bps
-from synclab.plans.stanza import PsProfile, StanzaProfile, stanza_iteration_time, stanza_throughput
+from synclab.plans.stanza import (READINGS, PsProfile, StanzaProfile, choose_fc_workers, stanza_iteration_time,
+                                  stanza_throughput)
 from synclab.compute.engine import EngineBase
 from synclab.core import IterationTiming, ParamInfo
 from synclab.plans.schema import StanzaPlan
@@ -122,21 +125,6 @@ def read_profile(path: Path | str, *, partial: bool = False) -> BoundaryProfile:
     return BoundaryProfile(batch_size=profile.batch_size, boundary=profile.boundary)
 
 
-def assign_nodes(total_nodes: int, profile: StanzaProfile) -> int:
-    """n_f maximising throughput_s (eq. 4) subject to n_c + n_f = N, 1 <= n_f <= n_c (eq. 5, §4.1.3).
-
-    Exhaustive search, as §4.2.2 suggests; ties go to the fewest FC workers.
-    """
-    if isinstance(total_nodes, bool) or not isinstance(total_nodes, int) or total_nodes < 2:
-        raise ValueError(f"total_nodes must be an integer >= 2, got {total_nodes!r}")
-    best_n_f, best = 1, -math.inf
-    for n_f in range(1, total_nodes // 2 + 1):
-        throughput = stanza_throughput(total_nodes - n_f, n_f, profile)
-        if throughput > best:
-            best_n_f, best = n_f, throughput
-    return best_n_f
-
-
 def conv_groups(n_c: int, n_f: int) -> list[range]:
     """CONV ranks served by each FC worker: contiguous blocks, sizes differing by at most one (§4.1.3)."""
     return [range(lo, hi) for lo, hi in segment_bounds(n_c, n_f)]
@@ -161,6 +149,15 @@ class StanzaOptions(BaseModel):
     # read by rank 0 alone, in make_plan: the other workers' hosts need not have the file
     profile: Path | None = Field(None, description="model profile JSON whose 'boundary' gives T_c, T_f, A, P_c, K")
     bandwidth: str | int | None = Field(None, description="B of eq. 3 (e.g. '1gbit'), usually network.rate")
+    reading: str = Field("algorithm", description="eq. 3/5 as the algorithm runs (floor(log2 n_c)+2 rounds, "
+                                                  "n_f <= n_c) or 'as-printed' (ceil(log2 n_c)+2, any n_f)")
+
+    @field_validator("reading")
+    @classmethod
+    def _reading(cls, v):
+        if v not in READINGS:
+            raise ValueError(f"must be one of {', '.join(READINGS)}, got {v!r}")
+        return v
 
     @field_validator("bandwidth")
     @classmethod
@@ -202,12 +199,17 @@ class Stanza(Strategy):
             profile = read_profile(options.profile).stanza(parse_rate_bps(options.bandwidth))
         except ModelProfileError as e:
             raise ModelProfileError(f"strategy.profile: {e}") from None
-        n_f = assign_nodes(workers, profile)
+        n_f = choose_fc_workers(workers, profile, reading=options.reading)
         n_c = workers - n_f
-        return cls.Plan(boundary=boundary, conv_workers=n_c, fc_workers=n_f, assigned_by="eq. 2-5",
+        if n_f > n_c:
+            raise ValueError(f"eq. 5 read as printed gives {n_f} FC workers for {n_c} CONV worker(s), which cannot "
+                             f"run: each FC worker needs at least one CONV worker (§4.1.3); use "
+                             f"strategy.reading=algorithm, or fix strategy.fc_workers")
+        return cls.Plan(boundary=boundary, conv_workers=n_c, fc_workers=n_f,
+                        assigned_by="eq. 2-5" + (" as printed" if options.reading == "as-printed" else ""),
                         profile=str(options.profile), bandwidth_bps=profile.bandwidth_bps,
-                        predicted_iteration_seconds=stanza_iteration_time(n_c, n_f, profile),
-                        predicted_throughput_samples_per_s=stanza_throughput(n_c, n_f, profile))
+                        predicted_iteration_seconds=stanza_iteration_time(n_c, n_f, profile, options.reading),
+                        predicted_throughput_samples_per_s=stanza_throughput(n_c, n_f, profile, options.reading))
 
     @classmethod
     def max_payload_bytes(cls, plan: StanzaPlan, params, *, batch_size, options, element_bytes=4):

@@ -41,6 +41,10 @@ def test_rounds_match_the_recursive_doubling_schedule():
 def test_rounds_are_floor_plus_two_not_eq_3s_ceiling():
     # eq. 3 prints ceil(log2 3) + 2 = 4; §4.1.2's algorithm takes 1 + 1 + 1 = 3 rounds
     assert conv_allreduce_rounds(3) == 3
+    assert conv_allreduce_rounds(3, "as-printed") == 4
+    assert [conv_allreduce_rounds(n, "as-printed") for n in (1, 2, 4, 5, 8, 9)] == [0, 1, 2, 5, 3, 6]
+    with pytest.raises(ValueError, match="reading"):
+        conv_allreduce_rounds(3, "verbatim")
 
 
 def test_compute_time_eq_2():
@@ -74,7 +78,8 @@ def test_choose_fc_workers_eq_5_by_hand():
     assert [round(stanza_throughput(5 - n_f, n_f, PROFILE), 4) for n_f in range(1, 5)] == [
         0.1667, 0.2022, 0.2535, 0.2264,
     ]
-    assert choose_fc_workers(5, PROFILE) == 3
+    assert choose_fc_workers(5, PROFILE, reading="as-printed") == 3  # ceil rounds: n_c = 2 is a power of two
+    assert choose_fc_workers(5, PROFILE) == 2  # n_f <= n_c
 
 
 def test_one_fc_worker_when_fc_side_is_cheap():

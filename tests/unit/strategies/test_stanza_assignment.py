@@ -13,7 +13,6 @@ from synclab.core import ParamInfo
 from synclab.strategies.stanza import (
     Stanza,
     StanzaOptions,
-    assign_nodes,
     conv_groups,
     read_profile,
     split_params,
@@ -43,22 +42,25 @@ def profile_path(tmp_path):
     return written(tmp_path, PROFILE_JSON)
 
 
-def eq4_throughput(n_c: int, n_f: int, p: StanzaProfile) -> float:
+def eq4_throughput(n_c: int, n_f: int, p: StanzaProfile, ceil_rounds: bool = False) -> float:
     """Eq. 2-4 written out again, from the paper's symbols, with B in values per second."""
     B = p.bandwidth_bps / (8 * p.bytes_per_value)
     A, K, P_c, T_c, T_f = p.activations, p.batch_size, p.conv_params, p.conv_time_s, p.fc_time_s
     t_c = T_c + n_c / n_f * T_f                                                    # eq. 2
     log = math.log2(n_c)
-    rounds = log if log.is_integer() else math.floor(log) + 2                     # §4.1.2 (eq. 3 prints ceil)
+    off = math.ceil(log) if ceil_rounds else math.floor(log)                       # eq. 3 prints ceil, §4.1.2 floor
+    rounds = log if log.is_integer() else off + 2
     t_s = t_c + 2 * n_c * A * K / (n_f * B) + P_c * rounds / B                     # eq. 3
     return n_c * K / t_s                                                           # eq. 4
 
 
-def brute_force(total: int, p: StanzaProfile) -> int:
-    """argmax of eq. 4 over every split n_c + n_f = N with every FC worker serving a CONV worker; ties: fewest FC."""
-    splits = [(n_c, total - n_c) for n_c in range(1, total) if total - n_c <= n_c]
-    best = max(eq4_throughput(n_c, n_f, p) for n_c, n_f in splits)
-    return min(n_f for n_c, n_f in splits if math.isclose(eq4_throughput(n_c, n_f, p), best, rel_tol=1e-12))
+def brute_force(total: int, p: StanzaProfile, as_printed: bool = False) -> int:
+    """argmax of eq. 4 over the splits n_c + n_f = N (the algorithm's reading: every FC worker serves a CONV
+    worker; as printed: any split); ties: fewest FC."""
+    splits = [(n_c, total - n_c) for n_c in range(1, total) if as_printed or total - n_c <= n_c]
+    best = max(eq4_throughput(n_c, n_f, p, as_printed) for n_c, n_f in splits)
+    return min(n_f for n_c, n_f in splits
+               if math.isclose(eq4_throughput(n_c, n_f, p, as_printed), best, rel_tol=1e-12))
 
 
 def random_profile(rng: random.Random) -> StanzaProfile:
@@ -67,27 +69,52 @@ def random_profile(rng: random.Random) -> StanzaProfile:
                          conv_params=rng.randint(0, 30_000_000), bandwidth_bps=rng.choice([1e9, 2.6e9, 1e10, 1e11]))
 
 
-def test_assignment_is_the_brute_force_maximum_of_eq_4():
+def test_assignment_is_the_brute_force_maximum_of_eq_4_in_either_reading():
     rng = random.Random(4)
+    differ = 0
     for _ in range(300):
         profile = random_profile(rng)
         total = rng.randint(2, 40)
-        assert assign_nodes(total, profile) == brute_force(total, profile), (total, profile)
+        algorithm = choose_fc_workers(total, profile)
+        assert algorithm == brute_force(total, profile), (total, profile)
+        printed = choose_fc_workers(total, profile, reading="as-printed")
+        assert printed == brute_force(total, profile, as_printed=True), (total, profile)
+        differ += algorithm != printed
+    assert differ < 300  # the readings mostly agree; where they differ is what strategy.reading chooses
 
 
-def test_assignment_equals_eq_5_verbatim_when_no_fc_worker_would_idle(profile_path):
-    # AlexNet-like numbers on 10 Gbit/s: many CONV workers per FC worker, as in the paper's runs
-    profile = read_profile(profile_path).stanza(10e9)
-    for total in range(2, 33):
-        assert assign_nodes(total, profile) == choose_fc_workers(total, profile)
+def test_the_readings_differ_only_off_powers_of_two_or_by_an_idle_fc_worker():
+    # A split with n_c a power of two costs the same in both readings and every other split costs at least as
+    # much as printed: when the algorithm picks a power of two, the printed reading picks it too, or an n_f > n_c.
+    rng = random.Random(7)
+    for _ in range(300):
+        profile, total = random_profile(rng), rng.randint(2, 40)
+        n_f = choose_fc_workers(total, profile)
+        n_c = total - n_f
+        if n_c & (n_c - 1) == 0:
+            printed = choose_fc_workers(total, profile, reading="as-printed")
+            assert printed == n_f or printed > total - printed, (total, profile)
 
 
 def test_an_fc_worker_without_conv_workers_is_never_chosen():
     # FC-heavy: eq. 5 alone prefers 1 CONV + 2 FC workers, counting T_f/2 for an FC worker that has nothing to do
     profile = StanzaProfile(conv_time_s=0.01, fc_time_s=1.0, activations=1, batch_size=1, conv_params=1,
                             bandwidth_bps=1e12)
-    assert choose_fc_workers(3, profile) == 2
-    assert assign_nodes(3, profile) == 1
+    assert choose_fc_workers(3, profile, reading="as-printed") == 2
+    assert choose_fc_workers(3, profile) == 1
+
+
+def test_a_printed_choice_that_cannot_run_is_refused(tmp_path):
+    fc_heavy = {**PROFILE_JSON, "batch_size": 1,
+                "boundary": {"activations_per_sample": 1, "conv_params": 1, "fc_params": 10, "conv_seconds": 0.01,
+                             "fc_seconds": 1.0}}
+    path = written(tmp_path, fc_heavy)
+    params = [ParamInfo(0, "features.0.weight", (1,), 1, 0), ParamInfo(1, "classifier.0.weight", (10,), 10, 1)]
+    with pytest.raises(ValueError, match="each FC worker needs at least one CONV worker"):
+        Stanza.make_plan(params, ps_shards=0, workers=3, seed=0,
+                         options=StanzaOptions(profile=path, bandwidth="1tbit", reading="as-printed"))
+    with pytest.raises(ValidationError, match="reading"):
+        StanzaOptions(fc_workers=1, reading="verbatim")
 
 
 def test_conv_groups_are_contiguous_and_as_equal_as_possible():

@@ -47,7 +47,7 @@ def test_json_answer_follows_eq_2_to_7(cli, profile_path):
     r = cli("--profile", profile_path, "--nodes", 11, "--bandwidth", "10gbit", "--json")
     assert r.exit_code == 0, r.output
     got = json.loads(r.output)
-    assert set(got) == {"conv_workers", "fc_workers", "iteration_seconds", "throughput_samples_per_s", "ps"}
+    assert set(got) == {"conv_workers", "fc_workers", "reading", "iteration_seconds", "throughput_samples_per_s", "ps"}
     assert set(got["ps"]) == {"workers", "servers", "iteration_seconds", "throughput_samples_per_s"}
     assert got["conv_workers"] + got["fc_workers"] == 11 and got["ps"]["workers"] + got["ps"]["servers"] == 11
     stanza = StanzaProfile(conv_time_s=0.12, fc_time_s=0.01, activations=9216, batch_size=128,
