@@ -51,7 +51,7 @@ def _report(rank: int, times: list[float], cpu_s: float, value: float, expected:
           flush=True)
 
 
-def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int) -> None:
+def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int, pieces: str = "auto") -> None:
     import torch
     import torch.distributed as dist
 
@@ -72,7 +72,7 @@ def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int) -> No
     dist.destroy_process_group()
 
 
-def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int) -> None:
+def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pieces: str = "auto") -> None:
     import torch
 
     from synclab.collective.ring import ring_allreduce_
@@ -88,7 +88,7 @@ def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int) ->
 
     def allreduce(flat, key: str, iteration: int) -> None:
         ring_allreduce_(flat, rank=rank, world=world, key=key, iteration=iteration, to_next=link, inbox=inbox,
-                        prev_name=f"r{prev}")
+                        prev_name=f"r{prev}", pieces=None if pieces == "auto" else int(pieces))
 
     flat, token = torch.ones(floats), torch.zeros(1)
     allreduce(flat, "grad", 0)  # warm-up: streams open, buffers touched
@@ -104,12 +104,12 @@ def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int) ->
     node.close(2.0)
 
 
-def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int) -> dict:
+def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int, pieces: str = "auto") -> dict:
     """Start one rank per namespace, wait for all; the slowest rank's time per all-reduce, CPU summed."""
     addresses = [cluster.address(n) for n in names]
     procs = [subprocess.Popen([*cluster.exec_prefix(n), sys.executable, __file__, "rank", "--tool", tool,
                                "--rank", str(r), "--addresses", ",".join(addresses), "--floats", str(floats),
-                               "--repeats", str(repeats)],
+                               "--repeats", str(repeats), "--pieces", pieces],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r, n in enumerate(names)]
     reports = []
@@ -131,7 +131,8 @@ def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int) -
             "cpu_s": sum(rep["cpu_s"] for rep in reports)}
 
 
-def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | None = None) -> dict:
+def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | None = None,
+            store_and_forward: bool = False) -> dict:
     """One point: a fresh cluster of ``n`` namespaces shaped by ``link``; gloo, SyncLab, then iperf3 in it."""
     from synclab.netem import bench
     from synclab.netem.netns import NetnsCluster, Topology
@@ -148,8 +149,11 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
                                "gloo would run unshaped, so the comparison would not be fair")
         gloo = run_ranks(c, names, "gloo", floats, repeats)
         ours = run_ranks(c, names, "synclab", floats, repeats)
+        sf = run_ranks(c, names, "synclab", floats, repeats, pieces="1") if store_and_forward else None
         if bench.iperf3_available():
             iperf = bench.iperf3_goodput(c.exec_prefix("r1"), c.exec_prefix("r0"), c.address("r1"), duration_s=3.0)
+    from synclab.collective.ring import ring_pieces
+
     ring_gb = 2 * (n - 1) * floats * 4 / 1e9  # every rank's sends, one all-reduce
     rate = profile.rate_bps if profile else None
     return {
@@ -162,6 +166,9 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
         "iperf3_cpu_s_per_gb": (iperf.cpu_seconds / (iperf.bytes / 1e9)
                                 if iperf and iperf.cpu_seconds is not None else None),
         "gloo_all_s": gloo["all_seconds"], "synclab_all_s": ours["all_seconds"],
+        "pieces": ring_pieces(floats, n),
+        "synclab_store_forward_s": sf["seconds"] if sf else None,
+        "pipeline_speedup": sf["seconds"] / ours["seconds"] if sf else None,
     }
 
 
@@ -234,9 +241,10 @@ def main() -> None:
         ap.add_argument("--addresses", required=True)
         ap.add_argument("--floats", type=int, required=True)
         ap.add_argument("--repeats", type=int, required=True)
+        ap.add_argument("--pieces", default="auto")
         a = ap.parse_args()
         run = _rank_gloo if a.tool == "gloo" else _rank_synclab
-        run(a.rank, a.addresses.split(","), a.floats, a.repeats)
+        run(a.rank, a.addresses.split(","), a.floats, a.repeats, a.pieces)
         # The report is printed and the streams are closed: leave without interpreter teardown, where gRPC
         # core's threads can still be joinable as their objects are destroyed and abort the process
         # ("terminate called without an active exception", exit -6 after a correct report; seen in CI).
@@ -253,6 +261,8 @@ def main() -> None:
                     help="also the PS path: push + pull of ResNet-50 through `ps`, 4 workers and 2 shards, per link")
     ap.add_argument("--notsent-lowat", type=int, default=None,
                     help="net.ipv4.tcp_notsent_lowat in every namespace (default: the kernel's)")
+    ap.add_argument("--store-and-forward", action="store_true",
+                    help="also run SyncLab's ring unpipelined (pieces=1), side by side: what pipelining buys")
     ap.add_argument("--out", type=Path, default=Path("runs/allreduce-vs-gloo"))
     a = ap.parse_args()
     if a.quick:
@@ -279,7 +289,7 @@ def main() -> None:
         for link in links:
             for n in ranks:
                 bar.update(task, description=f"{link}, {n} ranks")
-                rows.append(measure(link, n, a.floats, a.repeats, a.notsent_lowat))
+                rows.append(measure(link, n, a.floats, a.repeats, a.notsent_lowat, a.store_and_forward))
                 bar.advance(task)
 
     a.out.mkdir(parents=True, exist_ok=True)
@@ -308,6 +318,14 @@ def main() -> None:
                   f"{r['synclab_s']:.3f}", f"{r['speed_vs_gloo']:.2f}", f"{r['gloo_cpu_s_per_gb']:.2f}",
                   f"{r['synclab_cpu_s_per_gb']:.2f}", num(r["iperf3_gbps"], ".2f"), num(r["iperf3_cpu_s_per_gb"], ".2f"))
     console.print(t)
+    if a.store_and_forward:
+        t = Table(title="SyncLab's ring pipelined vs store and forward (same links, same run)")
+        for col in ("link", "ranks", "pieces", "pipelined s", "store-and-forward s", "speedup"):
+            t.add_column(col, justify="right")
+        for r in rows:
+            t.add_row(r["link"], str(r["ranks"]), str(r["pieces"]), f"{r['synclab_s']:.3f}",
+                      f"{r['synclab_store_forward_s']:.3f}", f"{r['pipeline_speedup']:.2f}")
+        console.print(t)
     if ps_rows:
         t = Table(title="PS path: ResNet-50 push + pull through `ps`, 4 workers, 2 shards (mean iteration)")
         for col in ("link", "backend", "iteration s", "TCP ceiling s", "ceiling ÷ iteration"):

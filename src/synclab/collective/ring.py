@@ -1,9 +1,20 @@
-"""Ring all-reduce over the transport: reduce-scatter then all-gather, N−1 steps each.
+"""Ring all-reduce over the transport: reduce-scatter then all-gather, N−1 steps each, pipelined.
 
 Each rank sends to ``rank+1`` and receives from ``rank−1``. The tensor is cut
 into ``world`` segments; after the reduce-scatter rank r holds the full sum of
 segment (r+1) mod N, and the all-gather circulates the finished segments, so
 every rank ends with the same bytes. Traffic per rank: 2·(N−1)/N of the tensor.
+
+Pipelining. Store-and-forward per step leaves the link idle while a rank waits
+for the last byte of a segment, adds it and hands the next step's segment to
+the transport. So the tensor is first cut into ``pieces`` contiguous parts, each
+running the ring above on its own (segment ``i`` of part ``p`` is message index
+``p·world + i``): as soon as a part's step arrives and is reduced, that part's
+next step is queued, while later parts of the same step are still arriving.
+The link stays busy through step changes and the idle gap shrinks from a
+segment to a part of one (the chunked pipeline NCCL's ring uses). Each part is
+a separate message, so ``pieces`` times the per-message cost; :func:`ring_pieces`
+picks a count from the size (parts of at least ``min_piece_bytes``).
 
 Segments are sent as views of the tensor, not copies: the transport copies a
 chunk's bytes when it cuts the chunk (``synclab.wire.codec``), so a segment is
@@ -22,37 +33,63 @@ from synclab.transport.link import Link
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId
 
+MIN_PIECE_BYTES = 4 << 20  # a part's segment: 4 MiB (4 chunks of the default 1 MiB)
+MAX_PIECES = 8
+
+
+def ring_pieces(numel: int, world: int, element_bytes: int = 4, min_piece_bytes: int = MIN_PIECE_BYTES) -> int:
+    """How many parts to pipeline a ring of ``numel`` elements in: each part's segment at least
+    ``min_piece_bytes`` (so small all-reduces stay one message per step), at most ``MAX_PIECES``."""
+    segment_bytes = numel * element_bytes / max(world, 1)
+    return max(1, min(MAX_PIECES, int(segment_bytes // min_piece_bytes)))
+
 
 def ring_allreduce_(flat: torch.Tensor, *, rank: int, world: int, key: str, iteration: int, to_next: Link | None,
-                    inbox: Inbox, prev_name: str, priority: int = 0) -> torch.Tensor:
-    """Sum ``flat`` (1-D, contiguous) over all ranks, in place; returns ``flat``."""
+                    inbox: Inbox, prev_name: str, priority: int = 0, pieces: int | None = 1) -> torch.Tensor:
+    """Sum ``flat`` (1-D, contiguous) over all ranks, in place; returns ``flat``.
+
+    ``pieces``: parts pipelined through the ring (1, the default: store and forward, what the strategies
+    use until the pipeline is measured on a quiet host; None: :func:`ring_pieces`). Every rank must use
+    the same count (it changes the message indices)."""
     if world == 1:
         return flat
-    seg = segment_bounds(flat.numel(), world)
-    step = 0
-    sending: dict[int, Future] = {}  # segment -> its last send; the transport reads it when the chunk is cut
+    n_pieces = ring_pieces(flat.numel(), world, flat.element_size()) if pieces is None else pieces
+    if n_pieces < 1:
+        raise ValueError(f"pieces must be >= 1, got {pieces}")
+    # segment bounds of every part, as absolute [lo, hi) in flat
+    parts = [(plo, [(plo + lo, plo + hi) for lo, hi in segment_bounds(phi - plo, world)])
+             for plo, phi in segment_bounds(flat.numel(), n_pieces)]
+    sending: dict[tuple[int, int], Future] = {}  # (part, segment) -> its last send
 
-    def exchange(send_idx: int, recv_idx: int) -> torch.Tensor:
-        nonlocal step
-        lo, hi = seg[send_idx]
-        sending[send_idx] = to_next.send(Message(MessageId(pb.COLLECTIVE, key, send_idx, iteration, step),
+    def schedule(step: int) -> tuple[int, int, bool]:
+        """(segment sent, segment received, reduce?) of ``step``: reduce-scatter, then all-gather."""
+        s = step if step < world - 1 else step - (world - 1)
+        if step < world - 1:
+            return (rank - s) % world, (rank - s - 1) % world, True
+        return (rank + 1 - s) % world, (rank - s) % world, False
+
+    def send(p: int, step: int) -> None:
+        idx = schedule(step)[0]
+        lo, hi = parts[p][1][idx]
+        sending[(p, idx)] = to_next.send(Message(MessageId(pb.COLLECTIVE, key, p * world + idx, iteration, step),
                                                  flat[lo:hi], priority))
-        got = inbox.expect(prev_name, MessageId(pb.COLLECTIVE, key, recv_idx, iteration, step)).result()
-        step += 1
-        if recv_idx in sending:  # about to overwrite a segment still queued to go out: let it be copied first
-            sending.pop(recv_idx).result()
-        return got.tensor
 
-    for s in range(world - 1):  # reduce-scatter
-        recv = (rank - s - 1) % world
-        incoming = exchange((rank - s) % world, recv)
-        lo, hi = seg[recv]
-        flat[lo:hi].add_(incoming)
-    for s in range(world - 1):  # all-gather
-        recv = (rank - s) % world
-        incoming = exchange((rank + 1 - s) % world, recv)
-        lo, hi = seg[recv]
-        flat[lo:hi].copy_(incoming)
+    steps = 2 * (world - 1)
+    for p in range(n_pieces):
+        send(p, 0)
+    for step in range(steps):
+        _, recv_idx, reduce = schedule(step)
+        for p in range(n_pieces):
+            got = inbox.expect(prev_name, MessageId(pb.COLLECTIVE, key, p * world + recv_idx, iteration, step)).result()
+            if (p, recv_idx) in sending:  # about to overwrite a segment still queued to go out: let it be copied
+                sending.pop((p, recv_idx)).result()
+            lo, hi = parts[p][1][recv_idx]
+            if reduce:
+                flat[lo:hi].add_(got.tensor)
+            else:
+                flat[lo:hi].copy_(got.tensor)
+            if step + 1 < steps:
+                send(p, step + 1)
     for fut in sending.values():  # the caller may reuse ``flat`` at once
         fut.result()
     return flat

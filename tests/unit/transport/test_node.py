@@ -91,11 +91,14 @@ def test_unreachable_peer_fails_within_timeout():
         a.connect("ghost", "127.0.0.1:1", "peer")
 
 
-@pytest.mark.parametrize("world,slow_rank0", [(2, False), (3, False), (3, True), (4, True)])
-def test_ring_allreduce_over_real_streams(world, slow_rank0):
+@pytest.mark.parametrize("world,slow_rank0,pieces,numel", [
+    (2, False, 1, 10_001), (3, False, 1, 10_001), (3, True, 1, 10_001), (4, True, 1, 10_001),
+    (2, False, 3, 10_001), (3, True, 3, 10_001), (4, True, 5, 10_001), (3, False, 4, 7)])
+def test_ring_allreduce_over_real_streams(world, slow_rank0, pieces, numel):
     """With ``slow_rank0`` rank 0's egress is paced at 20 Mbit/s, so its segment sends queue while the ring goes
     on: segments are sent as views, and the ring must not overwrite one before its chunks are cut, nor return
-    (the caller zeroes the tensor at once) before every send is."""
+    (the caller zeroes the tensor at once) before every send is. ``pieces`` > 1 pipelines parts of the tensor
+    through the ring (4 parts of 7 elements: some of their 3 segments are empty)."""
     from synclab.transport.shaper import LinkShaper
 
     inboxes = [Inbox() for _ in range(world)]
@@ -105,13 +108,13 @@ def test_ring_allreduce_over_real_streams(world, slow_rank0):
     ports = [n.serve("127.0.0.1", 0, peer=True) for n in nodes]
     links = [nodes[r].connect(f"w{(r + 1) % world}", f"127.0.0.1:{ports[(r + 1) % world]}", "peer")
              for r in range(world)]
-    data = [torch.randn(10_001) for _ in range(world)]
+    data = [torch.randn(numel) for _ in range(world)]
     expected = sum(data)
     results = [None] * world
 
     def run(r):
         flat = ring_allreduce_(data[r].clone(), rank=r, world=world, key="g", iteration=1, to_next=links[r],
-                               inbox=inboxes[r], prev_name=f"w{(r - 1) % world}")
+                               inbox=inboxes[r], prev_name=f"w{(r - 1) % world}", pieces=pieces)
         results[r] = flat.clone()
         flat.zero_()  # a send still reading ``flat`` would now carry zeros
 
