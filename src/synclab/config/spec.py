@@ -296,6 +296,22 @@ class Spec(_Section):
         return self
 
     @model_validator(mode="after")
+    def _data_fits_model(self):
+        from synclab.data import required_input
+        from synclab.models import model_input_spec
+
+        need = required_input(self.data.name)
+        if need is not None and self.compute.mode == "real":
+            try:
+                have = model_input_spec(self.model.name, **self.model.options)
+            except Exception:  # noqa: BLE001 - bad model options are reported when the model is built
+                return self
+            if have != need:
+                raise ValueError(f"data.name {self.data.name!r} provides {need}, but model {self.model.name!r} "
+                                 f"with options {self.model.options} expects {have}")
+        return self
+
+    @model_validator(mode="after")
     def _eval_has_what_it_needs(self):
         if not self.run.eval_every:
             return self

@@ -30,6 +30,11 @@ TEST_SPLIT_DATASETS = ("digits",)  # the datasets with a held-out split (test_sp
 DEFAULT_SIZE = 50_000              # synthetic and cifar10 when data.size is not set; digits: its training split
 
 
+def required_input(name: str) -> InputSpec | None:
+    """The model input a real dataset provides (None: synthetic, shaped by the model)."""
+    return {"cifar10": CIFAR10_SPEC, "digits": DIGITS_SPEC}.get(name)
+
+
 def make_dataset(name: str, input_spec: InputSpec, seed: int, root: str | Path | None = None,
                  size: int | None = None) -> SyntheticClassification | Cifar10 | Digits:
     """The dataset ``name`` for a model whose input is ``input_spec``.
