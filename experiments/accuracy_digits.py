@@ -190,8 +190,8 @@ def main() -> None:
         "batch_per_worker": args.batch, "global_batch": global_batch, "lr": args.lr, "momentum": 0.9,
         "weight_decay": 1e-4, "model": f"mlp 64-{args.hidden}-10", "ssdsgd_warmup_iterations": warmup,
         "ssdsgd_warmup_epochs": args.warmup_epochs,
-        "paper_warmup": f"{PAPER_WARMUP_ITERATIONS} iterations = "
-                        f"{PAPER_WARMUP_ITERATIONS / PAPER_ITERATIONS_PER_EPOCH:.2f} CIFAR-10 epochs at global batch 512",
+        "paper_warmup": (f"{PAPER_WARMUP_ITERATIONS} iterations = {PAPER_WARMUP_ITERATIONS / PAPER_ITERATIONS_PER_EPOCH:.2f}"
+                         " CIFAR-10 epochs at global batch 512"),
         "results": results,
         "host": {"machine": platform.platform(), "cpus": os.cpu_count(), "load_average_at_end": os.getloadavg(),
                  "total_wall_s": total_s, "run_wall_s": host_s},
