@@ -154,17 +154,21 @@ def main() -> None:
     spec_path.write_text(yaml.safe_dump(base_spec(args), sort_keys=False))
     todo = configs(ks, warmup, args.workers, args.lr)
     console = Console()
-    host_s: dict[str, float] = {}
+    ledger = args.out / "host-seconds.json"  # each run's host time, kept across resumed invocations
+    host_s: dict[str, float] = json.loads(ledger.read_text()) if ledger.is_file() else {}
     t_all = time.perf_counter()
     with Progress(console=console) as progress:
         task = progress.add_task("runs", total=len(todo) * len(seeds))
         for c in todo:
             for seed in seeds:
                 progress.update(task, description=f"{c.label} seed {seed}")
-                host_s[f"{c.label}/seed{seed}"] = run_one(spec_path, args.out / c.label / f"seed{seed}", c.sets,
-                                                          seed)
+                took = run_one(spec_path, args.out / c.label / f"seed{seed}", c.sets, seed)
+                if took:
+                    host_s[f"{c.label}/seed{seed}"] = took
+                    ledger.write_text(json.dumps(host_s, indent=1) + "\n")
                 progress.advance(task)
-    total_s = time.perf_counter() - t_all
+    this_invocation_s = time.perf_counter() - t_all
+    total_s = sum(host_s.get(f"{c.label}/seed{seed}", 0.0) for c in todo for seed in seeds)
 
     curves: dict[str, list[list[dict]]] = {}
     with (args.out / "curves.csv").open("w", newline="") as f:
@@ -194,7 +198,7 @@ def main() -> None:
                          " CIFAR-10 epochs at global batch 512"),
         "results": results,
         "host": {"machine": platform.platform(), "cpus": os.cpu_count(), "load_average_at_end": os.getloadavg(),
-                 "total_wall_s": total_s, "run_wall_s": host_s},
+                 "total_wall_s": total_s, "this_invocation_s": this_invocation_s, "run_wall_s": host_s},
     }
     (args.out / "accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
     title = (f"digits, mlp 64-{args.hidden}-10, {args.workers} workers x batch {args.batch}, {args.ps_shards} PS "
@@ -210,7 +214,8 @@ def main() -> None:
         table.add_row(label, f"{r['mean']:.2f}", f"{r['std']:.2f}", f"{r['min']:.2f}", f"{r['max']:.2f}",
                       "  ".join(f"{v:.2f}" for v in r["per_seed"].values()))
     console.print(table)
-    console.print(f"host time {total_s:.0f} s for {len(todo) * len(seeds)} runs; records in {args.out}; "
+    console.print(f"host time {total_s:.0f} s for {len(todo) * len(seeds)} runs (this invocation "
+                  f"{this_invocation_s:.0f} s); records in {args.out}; "
                   f"figure {args.out / 'accuracy.png'}")
 
 
