@@ -11,7 +11,12 @@ paper computes and would be scored with, not the servers' w_t.
 
 Evaluation changes nothing in training: no gradients, the model in eval mode
 (no dropout draws, no BatchNorm statistics updated) and back, the RNG state
-untouched, and rank 0's iteration records end before it starts.
+untouched, and rank 0's iteration records end before it starts. Like a
+checkpoint, an evaluated iteration is drained first (its sync completes before
+the next forward starts), so the synchronous strategies' math is unchanged;
+under ``asgd`` the pause (drain plus scoring, a few ms for digits) lets the
+other workers run a little ahead, and ASGD's result depends on such timing
+anyway; ``ssdsgd``'s does not (its servers wait for every worker's push).
 """
 
 from __future__ import annotations
