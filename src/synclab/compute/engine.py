@@ -64,6 +64,7 @@ from typing import Callable, TypeVar
 import torch
 from torch import nn
 
+from synclab.compute.evaluation import HeldOutScore, evaluate
 from synclab.core import CommFailed, GradientSink, IterationTiming, ParamInfo, Stopwatch, param_layout
 from synclab.transport.spans import SpanLog
 
@@ -412,6 +413,10 @@ class Engine(EngineBase):
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> HeldOutScore:
+        """Score the current parameters on held-out ``(x, y)`` (the worker's, once every gate is open)."""
+        return evaluate(self.model, x, y, self.device)
 
     def close(self) -> None:
         for h in self._handles:

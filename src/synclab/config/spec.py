@@ -137,9 +137,12 @@ class ModelSpec(_Section):
 
 
 class DataSpec(_Section):
-    name: Literal["synthetic", "cifar10"] = "synthetic"
+    """``digits`` is scikit-learn's 1,797 real 8x8 images (1,437 train / 360 held out, :mod:`synclab.data.digits`)."""
+
+    name: Literal["synthetic", "cifar10", "digits"] = "synthetic"
     root: str | None = None
-    size: int = Field(50_000, ge=1)
+    size: int | None = Field(None, ge=1, description="training samples to use; None: 50,000 (synthetic, cifar10) "
+                                                     "or the whole training split (digits)")
 
 
 class StrategySpec(BaseModel):
@@ -242,6 +245,9 @@ class RunSpec(_Section):
                                                                     "checkpoint")
     max_restarts: int = Field(3, ge=0)
     resume_from: int = Field(0, ge=0, description="set by the launcher on a restart: the checkpoint to resume")
+    eval_every: int = Field(0, ge=0, description="every N iterations (and after the last) rank 0 evaluates its "
+                                                 "parameters on the dataset's held-out split: eval.csv, "
+                                                 "summary.json final_test_accuracy (0: never)")
 
     @model_validator(mode="after")
     def _warmup(self):
@@ -287,6 +293,39 @@ class Spec(_Section):
             able = ", ".join(n for n in registry.names() if registry.get(n).checkpointable)
             raise ValueError(f"strategy {self.strategy.name!r} cannot checkpoint (run.checkpoint_every): its "
                              f"workers run apart from one consistent iteration; strategies that can: {able}")
+        return self
+
+    @model_validator(mode="after")
+    def _data_fits_model(self):
+        from synclab.data import required_input
+        from synclab.models import model_input_spec
+
+        need = required_input(self.data.name)
+        if need is not None and self.compute.mode == "real":
+            try:
+                have = model_input_spec(self.model.name, **self.model.options)
+            except Exception:  # noqa: BLE001 - bad model options are reported when the model is built
+                return self
+            if have != need:
+                raise ValueError(f"data.name {self.data.name!r} provides {need}, but model {self.model.name!r} "
+                                 f"with options {self.model.options} expects {have}")
+        return self
+
+    @model_validator(mode="after")
+    def _eval_has_what_it_needs(self):
+        if not self.run.eval_every:
+            return self
+        from synclab.data import TEST_SPLIT_DATASETS
+        from synclab.strategies import registry
+
+        if self.data.name not in TEST_SPLIT_DATASETS:
+            raise ValueError(f"run.eval_every needs a dataset with a held-out split ({', '.join(TEST_SPLIT_DATASETS)}); "
+                             f"data.name {self.data.name!r} has none")
+        if self.compute.mode != "real":
+            raise ValueError("run.eval_every needs compute.mode: real (replay computes no outputs to score)")
+        if not registry.get(self.strategy.name).rank0_holds_model:
+            raise ValueError(f"run.eval_every: strategy {self.strategy.name!r} keeps parts of the model on "
+                             f"different workers until the end; rank 0 cannot evaluate mid-run")
         return self
 
     @model_validator(mode="after")

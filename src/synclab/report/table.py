@@ -54,6 +54,10 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
                      f"{hidden * 100:.0f}% of {_ms(g('communicating_seconds_mean'))} on the wire per iteration "
                      "(wire time during which forward, backward or the optimizer step ran ÷ wire time)"))
     rows.append(("loss", f"{_num(g('initial_loss'), '.4f')} → {_num(g('final_loss'), '.4f')}"))
+    if "final_test_accuracy" in summary:  # run.eval_every
+        rows.append(("test accuracy", f"{g('final_test_accuracy') * 100:.2f}% after iteration "
+                                      f"{g('final_eval_iteration')} (best {g('best_test_accuracy') * 100:.2f}% at "
+                                      f"{g('best_eval_iteration')}; {g('test_samples')} held-out samples)"))
     sent = g("bytes_sent") or {}
     rows.append(("bytes sent", ", ".join(f"{n} {fmt_bytes(sent[n])}" for n in sorted(sent, key=natural_key))
                  or MISSING))

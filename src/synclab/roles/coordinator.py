@@ -1,7 +1,7 @@
 """The coordinator: registers nodes, hands out spec and plan, runs barriers and heartbeats, writes run records.
 
 It is the only node that writes ``iterations.csv``, ``summary.json`` and
-``endpoints.json``. When any node fails (it says so, its heartbeat stops, or a
+``endpoints.json`` (rank 0 writes ``eval.csv``, which the summary reads). When any node fails (it says so, its heartbeat stops, or a
 user sends ``stop``) the job is marked failed, every blocked barrier is aborted,
 every heartbeat reply says stop, and ``failure.json`` records why.
 """
@@ -336,6 +336,10 @@ def build_summary(job: JobState, rows: list[dict], overlap: list[dict] | None = 
     spec = job.spec
     n_workers = job.expected[pb.WORKER]
     figures = compute_summary(rows, warmup=spec.run.warmup)
+    if spec.run.eval_every:  # rank 0 wrote eval.csv before it said done
+        from synclab.compute.evaluation import read_eval, summarize_eval
+
+        figures.update(summarize_eval(read_eval(job.run_dir / "eval.csv")))
     if spec.run.events:  # spans are recorded with the events; without them there is no measure, not "none"
         figures.update(summarize(overlap or [], warmup=spec.run.warmup))
     losses: dict[int, list[float]] = {}

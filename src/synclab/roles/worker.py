@@ -1,7 +1,9 @@
 """``synclab worker --rank R``: one training worker process.
 
 Wiring only: join the job, build model, data and engine, connect the links the
-strategy needs, agree on initial parameters, train, report, save.
+strategy needs, agree on initial parameters, train, report, save. With
+``run.eval_every`` rank 0 also scores its parameters on the held-out split
+between iterations (:mod:`synclab.compute.evaluation`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 import torch
 
 from synclab.compute.engine import Engine
+from synclab.compute.evaluation import EvalLog, eval_iterations
 from synclab.core import CommFailed
 from synclab.plans.schema import read_plan
 from synclab.compute.events import EventLog
@@ -211,6 +214,20 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
     if dataset is None:  # replay: no data
         data_world = None
     dilation = spec.run.dilation  # records are in emulated time: host seconds / D
+    evaluations = set(eval_iterations(spec.run.iterations, spec.run.eval_every, spec.run.resume_from)
+                      if rank == 0 else ())
+    if evaluations:
+        held_out = dataset.test_split()
+        eval_log = EvalLog(strategy.ctx.run_dir / "eval.csv", spec.run.resume_from)
+        samples_per_iteration = data_batch * data_world
+
+    def evaluate(iteration: int, now_s: float) -> None:
+        """Rank 0 scores its parameters (every gate open) on the held-out split: eval.csv."""
+        score = engine.evaluate(*held_out)
+        eval_log.write(iteration, iteration * samples_per_iteration / len(dataset), now_s, score)
+
+    if 0 in evaluations:  # the initial model, before the clock starts
+        evaluate(0, 0.0)
     client.barrier("start", n_nodes)
     t_job = time.perf_counter()
     sent0, recv0 = metrics.total_sent(), metrics.total_received()
@@ -248,14 +265,22 @@ def _train(spec, engine: Engine, strategy, client, metrics, dataset, current: li
             engine.wait_fresh()
             prev_checksum = params_checksum(engine.tensors)
         prev = timing
-        if it in checkpoints:  # drain this iteration's sync, report it, save; iteration it+1 starts afresh
+        evaluating = it in evaluations and it < spec.run.iterations  # the last one is evaluated after the drain
+        if it in checkpoints or evaluating:  # drain this iteration's sync and report it; it+1 starts afresh
             engine.wait_fresh()
-            report(prev, time.perf_counter(), prev_checksum)
+            drained = time.perf_counter()
+            report(prev, drained, prev_checksum)
             prev = None
-            client.flush_reports()
-            _save_checkpoint(engine, strategy, client, it, n_nodes)
+            if evaluating:  # after the report: rank 0's records never hold evaluation time
+                evaluate(it, (drained - t_job) / dilation)
+            if it in checkpoints:
+                client.flush_reports()
+                _save_checkpoint(engine, strategy, client, it, n_nodes)
     # Every iteration's span holds its own compute and one sync wait: the previous iteration's, which its
     # forward waits on (or, with run.check_params, its own, awaited before the checksum). The last sync
     # is then the job's drain, not a second sync of iteration N, which ends where its compute does.
     engine.wait_fresh()
-    report(prev, time.perf_counter() if spec.run.check_params else computed, prev_checksum)
+    drained = time.perf_counter()
+    report(prev, drained if spec.run.check_params else computed, prev_checksum)
+    if spec.run.iterations in evaluations:
+        evaluate(spec.run.iterations, (drained - t_job) / dilation)

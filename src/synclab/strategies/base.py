@@ -88,6 +88,9 @@ class Strategy(ABC):
     # Every worker ends each iteration with the same parameters (a consistent cut exists after any iteration),
     # and state_dict() holds all the worker-side state beyond them: run.checkpoint_every may be set.
     checkpointable: ClassVar[bool] = False
+    # After every iteration's sync, rank 0's parameters are the whole model the strategy trains (what
+    # run.eval_every evaluates); False where workers own different parts until on_train_end.
+    rank0_holds_model: ClassVar[bool] = True
 
     def __init__(self, ctx: WorkerContext):
         self.ctx = ctx

@@ -181,6 +181,7 @@ class Stanza(Strategy):
     name = "stanza"
     Options = StanzaOptions
     Plan = StanzaPlan
+    rank0_holds_model = False  # FC parameters reach rank 0 only in on_train_end
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards: int, workers: int, seed: int,

@@ -55,6 +55,17 @@ def test_summary_table_shows_communication_hidden_with_its_definition(run_dir):
     assert values["communication hidden"].startswith("25% of 200.0 ms on the wire per iteration (")
 
 
+def test_summary_table_shows_test_accuracy_of_an_evaluated_run(run_dir):
+    values = dict(zip(*(c.cells for c in summary_table(load_run(run_dir)).columns)))
+    assert "test accuracy" not in values  # no run.eval_every
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary.update(final_test_accuracy=0.9722, final_eval_iteration=300, best_test_accuracy=0.975,
+                   best_eval_iteration=275, test_samples=360)
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    values = dict(zip(*(c.cells for c in summary_table(load_run(run_dir)).columns)))
+    assert values["test accuracy"] == "97.22% after iteration 300 (best 97.50% at 275; 360 held-out samples)"
+
+
 def test_summary_table_says_na_without_communication(run_dir):
     summary = json.loads((run_dir / "summary.json").read_text())
     summary.update(communication_hidden=None, communicating_seconds_mean=None)
