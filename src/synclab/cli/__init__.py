@@ -53,16 +53,24 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(s.to_dict(), sort_keys=False))
     for stale in ("summary.json", "failure.json", "status.json"):
         (run_dir / stale).unlink(missing_ok=True)
-    cluster = LocalCluster(s, run_dir, isolation=net.isolation)
+    if net.isolation == "docker":
+        from synclab.roles.docker_cluster import DockerCluster
+
+        cluster = DockerCluster(s, run_dir)
+    else:
+        cluster = LocalCluster(s, run_dir, isolation=net.isolation)
     console.print(f"[bold]{s.name}[/]: strategy [cyan]{s.strategy.name}[/], model {s.model.name}, "
                   f"{s.n_workers} worker(s), {s.n_ps} PS shard(s), {net.describe()} -> {run_dir}")
     for note in job.notes:
         console.print(f"  note: {note}")
     try:
         cluster.start()
-    except Exception as e:  # e.g. a namespace or tc step failed: nothing is left behind
+    except KeyboardInterrupt:
         cluster.terminate()
-        _fail(f"could not start the local cluster: {e}", 1)
+        _fail("interrupted while the cluster was starting; nothing is left running", 130)
+    except Exception as e:  # e.g. a namespace, tc or Docker step failed: nothing is left behind
+        cluster.terminate()
+        _fail(f"could not start the cluster: {e}", 1)
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=False) as progress:
         task = progress.add_task("iterations", total=s.run.iterations)
@@ -84,6 +92,34 @@ def _report(run_dir: Path) -> None:
     Console().print(summary_table(records))
     for p in write_report(run_dir):
         console.print(f"plot: {p}")
+
+
+@app.command("docker-clean")
+def docker_clean(job: Optional[str] = typer.Option(None, "--job", help="This job's (its io.synclab.job label, "
+                                                   "`docker_job` in the run's control.json)."),
+                 all_jobs: bool = typer.Option(False, "--all", help="Every docker job's, running ones included."),
+                 dry_run: bool = typer.Option(False, "--dry-run", help="List, remove nothing.")):
+    """Remove the containers and networks that `synclab run` with network.isolation=docker left behind
+    (only when its launcher was killed outright: every other exit removes them). Selects by the label
+    io.synclab.job; compose projects and everything else on the daemon are left alone. Without --job
+    or --all it only lists."""
+    from synclab.roles.docker_cluster import DockerUnavailable, clean, engine, leftovers
+
+    if job and all_jobs:
+        _fail("give --job or --all, not both")
+    try:
+        client = engine()
+    except DockerUnavailable as e:
+        _fail(str(e), 1)
+    if dry_run or not (job or all_jobs):
+        for kind, items in leftovers(client, job).items():
+            for i in items:
+                console.print(f"{kind[:-1]} {i.name} (job {i.labels.get('io.synclab.job') if kind == 'containers' else i.attrs.get('Labels', {}).get('io.synclab.job')})")
+        if not (job or all_jobs):
+            console.print("nothing removed: give --job ID or --all")
+        return
+    for what in clean(client, job):
+        console.print(f"removed {what}")
 
 
 @app.command("report")
