@@ -683,14 +683,21 @@ def parse_launch(argv: list[str]):
     if "--" not in argv:
         raise ValueError("launch: the node's command follows `--`")
     cut = argv.index("--")
-    p = argparse.ArgumentParser(prog="entrypoint.py launch", exit_on_error=False)
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # an error to report and exit 2 with, not a SystemExit from a library
+            raise ValueError(f"launch: {message}")
+
+    p = Parser(prog="entrypoint.py launch", exit_on_error=False)
     p.add_argument("role", choices=ROLES)
     p.add_argument("node")
     p.add_argument("--spec", type=Path, required=True, help="the job's resolved spec (in the bind-mounted run dir)")
     p.add_argument("--kernel", default="", help="kernel shaping features the launcher found, comma-separated")
     p.add_argument("--record", type=Path, required=True, help="where this node's shaping outcome goes")
     p.add_argument("--user", default=None, help="UID:GID to run the node as (default: the image's synclab user)")
-    args = p.parse_args(argv[:cut])
+    try:
+        args = p.parse_args(argv[:cut])
+    except argparse.ArgumentError as e:
+        raise ValueError(f"launch: {e}") from None
     cmd = argv[cut + 1:]
     if not cmd:
         raise ValueError("launch: no command after `--`")
@@ -735,11 +742,12 @@ def launch(argv: list[str]) -> list[str]:
     outcome = {"node": args.node, **shape_from_spec(spec, args.role, frozenset(filter(None, args.kernel.split(","))))}
     if args.user:
         uid, gid = (int(x) for x in args.user.split(":"))
+        home = "/tmp"  # a host user the image does not know has no home here
     else:
         import pwd
 
         user = pwd.getpwnam(RUN_AS)
-        uid, gid = user.pw_uid, user.pw_gid
+        uid, gid, home = user.pw_uid, user.pw_gid, user.pw_dir
     args.record.write_text(json.dumps(outcome, indent=2, default=str) + "\n")
     os.chown(args.record, uid, gid)
     log(f"{args.node}: link backend {outcome['backend']} on {outcome['device']}"
@@ -751,8 +759,7 @@ def launch(argv: list[str]) -> list[str]:
         return cmd
     caps = ["--inh-caps=+net_admin", "--ambient-caps=+net_admin"] if has_cap("CapBnd") else []
     groups = ["--init-groups"] if not args.user else ["--clear-groups"]
-    if args.user:
-        os.environ["HOME"] = "/tmp"  # a host user the image does not know has no home here
+    os.environ["HOME"] = home  # setpriv keeps root's
     return ["setpriv", f"--reuid={uid}", f"--regid={gid}", *groups, *caps, "--", *cmd]
 
 
@@ -800,7 +807,7 @@ def main(argv: list[str]) -> int:
 
         try:
             cmd = launch(argv[1:])
-        except (ValueError, SpecError) as e:  # argparse.ArgumentError is a ValueError here
+        except (ValueError, SpecError) as e:
             log(f"error: {e}")
             return 2
         except (OSError, RuntimeError) as e:
