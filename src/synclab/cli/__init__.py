@@ -94,34 +94,6 @@ def _report(run_dir: Path) -> None:
         console.print(f"plot: {p}")
 
 
-@app.command("docker-clean")
-def docker_clean(job: Optional[str] = typer.Option(None, "--job", help="This job's (its io.synclab.job label, "
-                                                   "`docker_job` in the run's control.json)."),
-                 all_jobs: bool = typer.Option(False, "--all", help="Every docker job's, running ones included."),
-                 dry_run: bool = typer.Option(False, "--dry-run", help="List, remove nothing.")):
-    """Remove the containers and networks that `synclab run` with network.isolation=docker left behind
-    (only when its launcher was killed outright: every other exit removes them). Selects by the label
-    io.synclab.job; compose projects and everything else on the daemon are left alone. Without --job
-    or --all it only lists."""
-    from synclab.roles.docker_cluster import DockerUnavailable, clean, engine, leftovers
-
-    if job and all_jobs:
-        _fail("give --job or --all, not both")
-    try:
-        client = engine()
-    except DockerUnavailable as e:
-        _fail(str(e), 1)
-    if dry_run or not (job or all_jobs):
-        for kind, items in leftovers(client, job).items():
-            for i in items:
-                console.print(f"{kind[:-1]} {i.name} (job {i.labels.get('io.synclab.job') if kind == 'containers' else i.attrs.get('Labels', {}).get('io.synclab.job')})")
-        if not (job or all_jobs):
-            console.print("nothing removed: give --job ID or --all")
-        return
-    for what in clean(client, job):
-        console.print(f"removed {what}")
-
-
 @app.command("report")
 def report_cmd(run_dir: Path = typer.Argument(..., help="A run directory written by `synclab run`.")):
     """Print the summary table of a run and write its plots (PNG) into the run directory."""
@@ -283,8 +255,26 @@ def profiles(names: list[str] = typer.Argument(None, help="Profile names or YAML
 
 
 @app.command()
-def cleanup(force: bool = typer.Option(False, "--force", help="Also remove clusters whose owner still runs.")):
-    """Remove namespaces, veths, bridges, ifbs and rules left by a crashed run."""
+def cleanup(force: bool = typer.Option(False, "--force", help="Also remove clusters whose owner still runs."),
+            docker: bool = typer.Option(False, "--docker", help="Containers and networks of `synclab run` with "
+                                        "network.isolation=docker instead (label io.synclab.job)."),
+            job: Optional[str] = typer.Option(None, "--job", help="With --docker: only this job (`docker_job` in "
+                                              "the run's control.json), whether its launcher runs or not.")):
+    """Remove namespaces, veths, bridges, ifbs and rules left by a crashed run (--docker: its containers and
+    network); what a launcher that still runs owns is kept unless --force."""
+    if docker:
+        from synclab.roles.docker_cluster import DockerUnavailable, clean, engine
+
+        try:
+            removed = clean(engine(), job, force=force)
+        except DockerUnavailable as e:
+            _fail(str(e))
+        for what in removed:
+            Console().print(f"removed {what}")
+        Console().print(f"{len(removed)} leftover(s) removed" if removed else "nothing to clean up")
+        return
+    if job:
+        _fail("--job goes with --docker")
     from synclab.netem.cli import cleanup_command
 
     from synclab.netem.netns import PREFIX_BASE

@@ -10,7 +10,8 @@ the part of ``subprocess.Popen`` it needs), so sweeps and ``synclab reproduce`` 
 
 Everything made for a job carries the label ``io.synclab.job=<id>`` and is removed in
 :meth:`DockerCluster.terminate` (``supervise`` calls it in ``finally``, the CLI when a start fails).
-A launcher killed with SIGKILL cannot: ``synclab docker-clean`` removes what such a job left.
+A launcher killed with SIGKILL cannot: ``synclab cleanup --docker`` removes what such a job left
+(the label ``io.synclab.launcher=host:pid`` tells whether its launcher still runs).
 
 Run directory ownership: nodes run unprivileged. A run directory owned by a user other than root is
 written by that user's uid inside the containers; one owned by root (``synclab run`` as root) is
@@ -24,6 +25,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +36,7 @@ from synclab.roles.launcher import Child, LocalCluster
 
 JOB_LABEL = "io.synclab.job"
 NODE_LABEL = "io.synclab.node"
+LAUNCHER_LABEL = "io.synclab.launcher"   # host:pid of the `synclab run` that owns the job
 DEFAULT_IMAGE = "synclab:latest"
 IMAGE_ENV = "SYNCLAB_IMAGE"
 LAUNCH_LABEL = "io.synclab.launch"   # the image's entrypoint has the `launch` mode
@@ -105,7 +108,7 @@ def node_args(role: str, name: str, *, address: str, coordinator: str, spec_path
 
 def container_request(*, job: str, name: str, role: str, image: str, command: list[str], run_dir: Path,
                       network: str, address: str, environment: dict[str, str],
-                      notsent_lowat: int | None) -> dict:
+                      notsent_lowat: int | None, launcher: str = "") -> dict:
     """What the Engine API is asked for one node: ``create`` (container settings), ``host`` (its host
     config) and ``endpoint`` (its address on the job network). Plain data, so it can be read and tested."""
     rd = str(run_dir.resolve())
@@ -114,15 +117,47 @@ def container_request(*, job: str, name: str, role: str, image: str, command: li
             "tmpfs": {"/runs": ""} if rd != "/runs" else {},
             "sysctls": {"net.ipv4.tcp_notsent_lowat": str(notsent_lowat)} if notsent_lowat else {}}
     create = {"image": image, "command": command, "name": f"{job}-{name}", "hostname": name,
-              "labels": {JOB_LABEL: job, NODE_LABEL: name, "io.synclab.role": role},
+              "labels": {JOB_LABEL: job, NODE_LABEL: name, "io.synclab.role": role, LAUNCHER_LABEL: launcher},
               "environment": environment,
               "healthcheck": {"test": ["NONE"]}}   # the image's check suits compose; here the launcher watches
     return {"create": create, "host": host, "endpoint": {network: {"ipv4_address": address}}}
 
 
-def job_resources(items: list[tuple[str, dict[str, str]]], job: str | None = None) -> list[str]:
-    """Of ``(id, labels)`` pairs, the ids a SyncLab docker job made (``job``: only that job's)."""
-    return [i for i, labels in items if JOB_LABEL in (labels or {}) and (job is None or labels[JOB_LABEL] == job)]
+def job_resources(items: list[tuple[str, dict[str, str]]], job: str | None = None, *, force: bool = False,
+                  launcher_alive=None) -> list[str]:
+    """Of ``(id, labels)`` pairs, the ids of what SyncLab docker jobs left: ``job``'s alone when named;
+    otherwise every job whose launcher is gone (``launcher_alive(label)`` says; default: a process of
+    that pid runs on this host), or every job with ``force``."""
+    alive = launcher_alive or launcher_running
+    out = []
+    for i, labels in items:
+        labels = labels or {}
+        if JOB_LABEL not in labels:
+            continue
+        if job is not None:
+            if labels[JOB_LABEL] == job:
+                out.append(i)
+        elif force or not alive(labels.get(LAUNCHER_LABEL, "")):
+            out.append(i)
+    return out
+
+
+def launcher_label() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def launcher_running(label: str) -> bool:
+    """Whether the ``host:pid`` launcher still runs; one on another host counts as running (unknown here)."""
+    host, _, pid = label.rpartition(":")
+    if host != socket.gethostname():
+        return bool(host)
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 # -- the Engine ----------------------------------------------------------------------------------
@@ -269,7 +304,7 @@ class DockerCluster(LocalCluster):
             req = container_request(
                 job=self.job, name=name, role=role, image=image.id, run_dir=run_dir, network=self.job,
                 address=self.addresses[name], environment=env,
-                notsent_lowat=self.spec.network.tcp_notsent_lowat,
+                notsent_lowat=self.spec.network.tcp_notsent_lowat, launcher=launcher_label(),
                 command=launch_command(role, name, spec_path=spec_path, run_dir=run_dir, kernel=kernel, user=user,
                                        synclab_args=args))
             self._run_container(name, req)
@@ -285,7 +320,7 @@ class DockerCluster(LocalCluster):
         given at creation, so the engine's own choice is read from a first network and given back."""
         import docker.types
 
-        labels = {JOB_LABEL: self.job}
+        labels = {JOB_LABEL: self.job, LAUNCHER_LABEL: launcher_label()}
         probe = self.client.networks.create(self.job, driver="bridge", labels=labels)
         self.network = probe  # removed by terminate() if what follows fails
         probe.reload()
@@ -374,7 +409,7 @@ class DockerCluster(LocalCluster):
             self._lent_to = None
         if problems:
             raise RuntimeError("could not remove everything of docker job " + self.job + ": " + "; ".join(problems)
-                               + f" (remove it with `synclab docker-clean --job {self.job}`)")
+                               + f" (remove it with `synclab cleanup --docker --job {self.job}`)")
 
     def _record_shaping(self) -> None:
         """network.json with what each node applied (its ``shaping-NODE.json``)."""
@@ -405,19 +440,19 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
             os.chown(os.path.join(d, n), uid, gid, follow_symlinks=False)
 
 
-def leftovers(client, job: str | None = None) -> dict[str, list]:
-    """Containers and networks a SyncLab docker job left (``job``: only that job's)."""
+def leftovers(client, job: str | None = None, *, force: bool = False) -> dict[str, list]:
+    """Containers and networks of SyncLab docker jobs to clean up (:func:`job_resources` selects)."""
     containers = client.containers.list(all=True, filters={"label": JOB_LABEL})
     networks = client.networks.list(filters={"label": JOB_LABEL})
-    keep_c = set(job_resources([(c.id, c.labels) for c in containers], job))
-    keep_n = set(job_resources([(n.id, n.attrs.get("Labels") or {}) for n in networks], job))
+    keep_c = set(job_resources([(c.id, c.labels) for c in containers], job, force=force))
+    keep_n = set(job_resources([(n.id, n.attrs.get("Labels") or {}) for n in networks], job, force=force))
     return {"containers": [c for c in containers if c.id in keep_c],
             "networks": [n for n in networks if n.id in keep_n]}
 
 
-def clean(client, job: str | None = None) -> list[str]:
+def clean(client, job: str | None = None, *, force: bool = False) -> list[str]:
     """Remove what :func:`leftovers` finds (containers first, with their anonymous volumes); returns names."""
-    found = leftovers(client, job)
+    found = leftovers(client, job, force=force)
     removed = []
     for c in found["containers"]:
         c.remove(force=True, v=True)

@@ -8,12 +8,15 @@ import pytest
 from synclab.config import parse_spec
 from synclab.roles.docker_cluster import (
     JOB_LABEL,
+    LAUNCHER_LABEL,
     DockerUnavailable,
     check_run_dir,
     container_request,
     exit_status,
     job_resources,
     launch_command,
+    launcher_label,
+    launcher_running,
     node_addresses,
     node_args,
     node_user,
@@ -88,12 +91,26 @@ def test_container_request_is_labelled_shaped_and_mounts_the_run_directory(tmp_p
     assert unbounded["host"]["sysctls"] == {}
 
 
-def test_cleanup_selects_only_docker_jobs_and_one_job_when_asked():
-    items = [("c1", {JOB_LABEL: "synclab-a"}), ("c2", {JOB_LABEL: "synclab-b"}),
+def test_cleanup_selects_docker_jobs_whose_launcher_is_gone_or_the_one_named():
+    items = [("c1", {JOB_LABEL: "synclab-a", LAUNCHER_LABEL: "h:1"}),
+             ("c2", {JOB_LABEL: "synclab-b", LAUNCHER_LABEL: "h:2"}),
              ("compose", {"com.docker.compose.project": "synclab"}), ("bare", {}), ("none", None)]
-    assert job_resources(items) == ["c1", "c2"]
-    assert job_resources(items, "synclab-b") == ["c2"]
-    assert job_resources(items, "synclab-z") == []
+    alive = {"h:2"}.__contains__   # the launcher of synclab-b still runs
+    assert job_resources(items, launcher_alive=alive) == ["c1"]
+    assert job_resources(items, force=True, launcher_alive=alive) == ["c1", "c2"]
+    assert job_resources(items, "synclab-b", launcher_alive=alive) == ["c2"]   # named: whatever its launcher
+    assert job_resources(items, "synclab-z", launcher_alive=alive) == []
+
+
+def test_a_launcher_label_of_this_process_is_running_and_a_dead_pid_is_not():
+    import os
+    import socket
+
+    assert launcher_running(launcher_label())
+    assert not launcher_running(f"{socket.gethostname()}:{2 ** 22 + 7}")   # above pid_max: no such process
+    assert launcher_running("another-host:1")                              # unknown here: kept
+    assert not launcher_running("")                                        # no label: nobody owns it
+    assert launcher_label().endswith(f":{os.getpid()}")
 
 
 def test_docker_isolation_needs_no_netns_and_keeps_kernel_shaping():
