@@ -265,11 +265,19 @@ class DockerCluster(LocalCluster):
 
     # -- start ------------------------------------------------------------------------------------
     def start(self, spec_path: Path | None = None) -> str:
+        # Starting can take minutes (an image build): SIGTERM then stops it like Ctrl-C, so the
+        # half-made job is removed before the error goes up, instead of the process just ending.
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             return self._start(spec_path)
-        except BaseException:  # a half-made job is removed before the error goes up (Ctrl-C included)
+        except BaseException:
             self.terminate(grace_s=0)
             raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     def _start(self, spec_path: Path | None) -> str:
         from synclab.netem import tc
@@ -420,6 +428,10 @@ class DockerCluster(LocalCluster):
             except (OSError, ValueError):
                 pass
         self._write_network_json(shaping)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _copy_logs(client, container_id: str, path: Path) -> None:

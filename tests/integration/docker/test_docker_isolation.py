@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
-ITERATIONS = 10
+ITERATIONS = 6
 NODES = ("coordinator", "ps0", "ps1", "worker0", "worker1")
 
 
