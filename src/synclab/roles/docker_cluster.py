@@ -32,6 +32,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from synclab.roles import placement
 from synclab.roles.launcher import Child, LocalCluster
 
 JOB_LABEL = "io.synclab.job"
@@ -302,8 +303,8 @@ class DockerCluster(LocalCluster):
         self.addresses = node_addresses(ipam["Subnet"], ipam.get("Gateway"), [n for n, _ in names])
         coordinator = f"{self.addresses['coordinator']}:{COORDINATOR_PORT}"
         env = {"SYNCLAB_TOKEN": self.token, "PYTHONUNBUFFERED": "1", **self._tls_env(),
-               "SYNCLAB_NODE_HOST": self.client.info().get("Name", ""),
-               "SYNCLAB_NODE_IMAGE": f"{self.image_tag}@{image.id}"}
+               placement.HOST_ENV: self.client.info().get("Name", ""),   # summary.json's placement
+               placement.IMAGE_ENV: f"{self.image_tag}@{image.id}"}
         self._write_network_json()
         (run_dir / "logs").mkdir(exist_ok=True)
         for name, role in names:

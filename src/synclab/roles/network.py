@@ -52,6 +52,9 @@ def resolve_network(spec: Spec, *, kernel_available: frozenset[str] | None = Non
     isolation = spec.network.isolation
     if isolation == "docker":  # the containers get NET_ADMIN from the engine, whoever launches them
         netns_unavailable = None
+        if spec.cluster.colocate_ps:
+            raise SpecError("cluster.colocate_ps is not supported with network.isolation docker (one container "
+                            "per node): use network.isolation netns")
     if netns_unavailable is False:
         netns_unavailable = netns_unavailable_reason()
     if isolation == "auto":

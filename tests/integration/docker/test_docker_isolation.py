@@ -101,6 +101,9 @@ def test_quickstart_in_containers_matches_the_netns_run(tmp_path, env):
     assert net["isolation"] == "docker" and set(net["nodes"]) == set(NODES)
     assert {n["backend"] for n in net["nodes"].values()} == {summary["network_backend"]}
     assert "@sha256:" in net["image"]
+    engine_name = sh(DOCKER, "info", "--format", "{{.Name}}").stdout.strip()
+    assert {n: (p["host"], p.get("image")) for n, p in summary["placement"].items()} == {
+        n: (engine_name, net["image"]) for n in NODES}
     owner = docker_out.stat().st_uid
     assert all(p.stat().st_uid == owner for p in docker_out.rglob("*"))   # records stay the user's
     assert left_behind(job_of(docker_out)) == {"containers": [], "networks": []}

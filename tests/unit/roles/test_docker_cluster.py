@@ -117,3 +117,11 @@ def test_docker_isolation_needs_no_netns_and_keeps_kernel_shaping():
     spec = parse_spec({"network": {"profile": "1gbit", "isolation": "docker"}})
     plan = resolve_network(spec, kernel_available=frozenset({"htb", "tbf", "ifb"}), netns_unavailable="needs root")
     assert plan.isolation == "docker" and plan.backend == "tbf" and plan.app_shaping == []
+
+
+def test_colocated_shards_are_refused_in_containers():
+    from synclab.config import SpecError
+
+    spec = parse_spec({"cluster": {"colocate_ps": True}, "network": {"profile": "1gbit", "isolation": "docker"}})
+    with pytest.raises(SpecError, match="colocate_ps"):
+        resolve_network(spec, kernel_available=frozenset({"htb", "tbf", "ifb"}), netns_unavailable=None)
