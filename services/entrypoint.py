@@ -683,6 +683,7 @@ def parse_launch(argv: list[str]):
     if "--" not in argv:
         raise ValueError("launch: the node's command follows `--`")
     cut = argv.index("--")
+
     class Parser(argparse.ArgumentParser):
         def error(self, message):  # an error to report and exit 2 with, not a SystemExit from a library
             raise ValueError(f"launch: {message}")

@@ -168,7 +168,8 @@ def engine(timeout: float | None = 60):
         import docker
         import docker.errors
     except ImportError:
-        raise DockerUnavailable("network.isolation docker needs the Docker SDK for Python: pip install docker") from None
+        raise DockerUnavailable("network.isolation docker needs the Docker SDK for Python: "
+                                "pip install docker") from None
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()
@@ -344,9 +345,9 @@ class DockerCluster(LocalCluster):
 
     def _run_container(self, name: str, req: dict) -> None:
         api = self.client.api
+        endpoints = {net: api.create_endpoint_config(**ep) for net, ep in req["endpoint"].items()}
         created = api.create_container(**req["create"], host_config=api.create_host_config(**req["host"]),
-                                       networking_config=api.create_networking_config(
-                                           {net: api.create_endpoint_config(**ep) for net, ep in req["endpoint"].items()}))
+                                       networking_config=api.create_networking_config(endpoints))
         container = self.client.containers.get(created["Id"])
         self._containers.append(container)  # before it starts: a failure from here on still removes it
         log_path = self.run_dir / "logs" / f"{name}.log"
@@ -364,13 +365,14 @@ class DockerCluster(LocalCluster):
 
     def _write_network_json(self, shaping: dict[str, dict] | None = None) -> None:
         shaping, image = shaping or {}, self._image
+        planned_app = list(self.spec.network.app_shaping)
         net = self.network.attrs["IPAM"]["Config"][0] if self.network is not None else {}
         (self.run_dir / "network.json").write_text(json.dumps({
             "isolation": "docker", "network": self.job, "subnet": net.get("Subnet"),
             "image": f"{self.image_tag}@{image.id}" if image is not None else None,
             "nodes": {n: {"address": a, "container": f"{self.job}-{n}",
                           "backend": shaping.get(n, {}).get("backend", self.spec.network.backend),
-                          "left_to_transport": shaping.get(n, {}).get("left_to_app", list(self.spec.network.app_shaping))}
+                          "left_to_transport": shaping.get(n, {}).get("left_to_app", planned_app)}
                       for n, a in self.addresses.items()},
             "notes": [] if shaping or not self.addresses else ["per-node backends as planned (no node reported yet)"],
         }, indent=2) + "\n")
