@@ -53,16 +53,24 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(s.to_dict(), sort_keys=False))
     for stale in ("summary.json", "failure.json", "status.json"):
         (run_dir / stale).unlink(missing_ok=True)
-    cluster = LocalCluster(s, run_dir, isolation=net.isolation)
+    if net.isolation == "docker":
+        from synclab.roles.docker_cluster import DockerCluster
+
+        cluster = DockerCluster(s, run_dir)
+    else:
+        cluster = LocalCluster(s, run_dir, isolation=net.isolation)
     console.print(f"[bold]{s.name}[/]: strategy [cyan]{s.strategy.name}[/], model {s.model.name}, "
                   f"{s.n_workers} worker(s), {s.n_ps} PS shard(s), {net.describe()} -> {run_dir}")
     for note in job.notes:
         console.print(f"  note: {note}")
     try:
         cluster.start()
-    except Exception as e:  # e.g. a namespace or tc step failed: nothing is left behind
+    except KeyboardInterrupt:
         cluster.terminate()
-        _fail(f"could not start the local cluster: {e}", 1)
+        _fail("interrupted while the cluster was starting; nothing is left running", 130)
+    except Exception as e:  # e.g. a namespace, tc or Docker step failed: nothing is left behind
+        cluster.terminate()
+        _fail(f"could not start the cluster: {e}", 1)
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=False) as progress:
         task = progress.add_task("iterations", total=s.run.iterations)
@@ -247,8 +255,26 @@ def profiles(names: list[str] = typer.Argument(None, help="Profile names or YAML
 
 
 @app.command()
-def cleanup(force: bool = typer.Option(False, "--force", help="Also remove clusters whose owner still runs.")):
-    """Remove namespaces, veths, bridges, ifbs and rules left by a crashed run."""
+def cleanup(force: bool = typer.Option(False, "--force", help="Also remove clusters whose owner still runs."),
+            docker: bool = typer.Option(False, "--docker", help="Containers and networks of `synclab run` with "
+                                        "network.isolation=docker instead (label io.synclab.job)."),
+            job: Optional[str] = typer.Option(None, "--job", help="With --docker: only this job (`docker_job` in "
+                                              "the run's control.json), whether its launcher runs or not.")):
+    """Remove namespaces, veths, bridges, ifbs and rules left by a crashed run (--docker: its containers and
+    network); what a launcher that still runs owns is kept unless --force."""
+    if docker:
+        from synclab.roles.docker_cluster import DockerUnavailable, clean, engine
+
+        try:
+            removed = clean(engine(), job, force=force)
+        except DockerUnavailable as e:
+            _fail(str(e))
+        for what in removed:
+            Console().print(f"removed {what}")
+        Console().print(f"{len(removed)} leftover(s) removed" if removed else "nothing to clean up")
+        return
+    if job:
+        _fail("--job goes with --docker")
     from synclab.netem.cli import cleanup_command
 
     from synclab.netem.netns import PREFIX_BASE

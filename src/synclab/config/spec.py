@@ -46,8 +46,13 @@ class NetworkSpec(_Section):
     ``rate``/``delay`` are a shortcut for an egress-only inline profile.
 
     ``isolation``: ``netns`` (one network namespace per node, kernel shaping; root),
+    ``docker`` (one container per node on a bridge network of the job, each shaping
+    its own eth0 as compose containers do; needs a Docker daemon and the ``docker``
+    SDK, image ``$SYNCLAB_IMAGE``, default synclab:latest, built when missing),
     ``none`` (loopback, shaping in the transport) or ``auto`` (netns when this
-    machine allows it). ``backend`` and ``app_shaping`` are filled in by the
+    machine allows it). The spec the nodes receive says ``netns`` for a docker job
+    (each node shapes a link of its own; ``network.json`` says docker).
+    ``backend`` and ``app_shaping`` are filled in by the
     launcher (what shapes the links, and what the transport must emulate itself).
 
     ``tcp_notsent_lowat``: the most unsent bytes a node's socket may hold
@@ -61,7 +66,7 @@ class NetworkSpec(_Section):
     profile: str | dict[str, Any] | None = None
     rate: str | int | None = None
     delay: str | float | None = None
-    isolation: Literal["auto", "none", "netns"] = "auto"
+    isolation: Literal["auto", "none", "netns", "docker"] = "auto"
     interface: str = "eth0"
     backend: Literal["auto", "netem", "htb", "tbf", "app", "none"] = "auto"
     app_shaping: list[Literal["rate", "delay", "jitter"]] = Field(default_factory=list)

@@ -26,7 +26,7 @@ APP_CAN = ("rate", "delay", "jitter")
 
 @dataclass
 class NetworkPlan:
-    isolation: str                 # netns | none | container
+    isolation: str                 # netns | none | docker | container
     profile: LinkProfile | None
     backend: str                   # netem | htb | tbf | app | none
     app_shaping: list[str] = field(default_factory=list)
@@ -50,6 +50,11 @@ def resolve_network(spec: Spec, *, kernel_available: frozenset[str] | None = Non
     profile = spec.network.link_profile()
     notes: list[str] = []
     isolation = spec.network.isolation
+    if isolation == "docker":  # the containers get NET_ADMIN from the engine, whoever launches them
+        netns_unavailable = None
+        if spec.cluster.colocate_ps:
+            raise SpecError("cluster.colocate_ps is not supported with network.isolation docker (one container "
+                            "per node): use network.isolation netns")
     if netns_unavailable is False:
         netns_unavailable = netns_unavailable_reason()
     if isolation == "auto":
@@ -77,6 +82,9 @@ def resolve_network(spec: Spec, *, kernel_available: frozenset[str] | None = Non
                          "so traffic converging on one node can exceed its rate")
         return NetworkPlan(isolation, profile, "app", sorted(wants & set(APP_CAN)), notes)
     available = detect_backends() if kernel_available is None else kernel_available
+    if isolation == "docker" and kernel_available is None and not available:
+        notes.append("the kernel's qdiscs can be probed only with root (CAP_NET_ADMIN) on this host: "
+                     "the containers leave shaping to the transport")
     choice = choose_backend(dilate(profile, spec.run.dilation), available, True)  # what the host shapes
     left = set(choice.left_to_app)
     if "loss" in left:

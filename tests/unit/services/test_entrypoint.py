@@ -416,3 +416,30 @@ def test_coordinator_listens_on_the_cluster_interface_only(entrypoint, monkeypat
     monkeypatch.setenv("SYNCLAB_TOKEN", "t")
     cmd = entrypoint.coordinator_cmd(tmp_path / "spec.yaml", tmp_path, entrypoint.read_settings())
     assert cmd[cmd.index("--listen") + 1].startswith("10.9.8.6:")
+
+
+def test_launch_mode_reads_its_options_and_the_node_command(entrypoint, tmp_path):
+    args, cmd = entrypoint.parse_launch(["worker", "worker1", "--spec", str(tmp_path / "spec.yaml"), "--kernel",
+                                         "htb,ifb", "--record", str(tmp_path / "shaping-worker1.json"),
+                                         "--user", "1000:1000", "--", "synclab", "worker", "--rank", "1"])
+    assert (args.role, args.node, args.kernel, args.user) == ("worker", "worker1", "htb,ifb", "1000:1000")
+    assert cmd == ["synclab", "worker", "--rank", "1"]
+    for bad in (["worker", "w", "--spec", "s", "--record", "r"],            # no `--`
+                ["worker", "w", "--spec", "s", "--record", "r", "--"],      # nothing after it
+                ["nobody", "w", "--spec", "s", "--record", "r", "--", "x"]):  # not a role
+        with pytest.raises(ValueError):
+            entrypoint.parse_launch(bad)
+
+
+def test_launch_mode_refuses_bad_arguments_with_exit_2(entrypoint, capsys):
+    assert entrypoint.main(["launch", "worker", "w", "--", "synclab"]) == 2
+    assert "entrypoint: error" in capsys.readouterr().err
+
+
+def test_launch_mode_leaves_a_transport_shaped_job_unshaped(entrypoint):
+    from synclab.config import parse_spec
+
+    spec = parse_spec({"network": {"profile": "1gbit", "isolation": "none", "backend": "app",
+                                   "app_shaping": ["rate"]}})
+    outcome = entrypoint.shape_from_spec(spec, "worker", frozenset())
+    assert outcome["backend"] == "app" and outcome["left_to_app"] == ["rate"]
