@@ -118,7 +118,7 @@ def reshaper(spec: Spec, role: str, node: str, shaper: LinkShaper, metrics: Node
             from synclab.netem import tc
             from synclab.netem.netns import NODE_IFB
 
-            ifb = NODE_IFB if spec.network.isolation == "netns" else None
+            ifb = NODE_IFB if spec.network.isolation != "none" else None
             # The backend that shaped this link at start is known to work here; probing again would
             # need a throwaway namespace, which a container cannot create.
             if spec.network.backend != "netem" and unmet:

@@ -419,8 +419,8 @@ def network_backend(spec: Spec) -> str:
 
 def own_link_reshaper(spec: Spec, metrics) -> Callable[[pb.ControlCommand], None] | None:
     """The handler of ``shape`` for the coordinator's own link, when the kernel shapes one it owns (a container
-    or a netns node, where ``network.isolation`` is netns); it also exports that link's rate."""
-    if spec.network.backend not in ("netem", "htb", "tbf") or spec.network.isolation != "netns":
+    or a netns node: ``network.isolation`` is not none); it also exports that link's rate."""
+    if spec.network.backend not in ("netem", "htb", "tbf") or spec.network.isolation == "none":
         return None
     from synclab.roles.bootstrap import report_network, reshaper
     from synclab.transport.shaper import LinkShaper

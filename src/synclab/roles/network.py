@@ -112,7 +112,10 @@ def apply_to_spec(spec: Spec, plan: NetworkPlan) -> Spec:
     """The spec the nodes receive: resolved isolation/backend, and the profile inline (nodes need no files)."""
     data = spec.to_dict()
     net = data["network"]
-    net.update(isolation="none" if plan.isolation == "none" else "netns", backend=plan.backend,
+    # the nodes see how they are isolated: none (loopback), netns, or docker (a container each); compose and
+    # Swarm containers are told netns (their entrypoint resolves the job): every node but a loopback one owns
+    # its interface and reshapes it with the kernel
+    net.update(isolation=plan.isolation if plan.isolation in ("none", "docker") else "netns", backend=plan.backend,
                app_shaping=plan.app_shaping, rate=None, delay=None,
                profile=None if plan.profile is None else plan.profile.model_dump(mode="json"))
     return Spec.model_validate(data)

@@ -91,6 +91,7 @@ def test_quickstart_in_containers_matches_the_netns_run(tmp_path, env):
     assert all(code == 0 for code in status["exit_codes"].values())
     summary = json.loads((docker_out / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["iterations"] == ITERATIONS
+    assert summary["network_isolation"] == "docker"
     rows = (docker_out / "iterations.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * ITERATIONS   # header + one row per (worker, iteration)
     for node in NODES[1:]:

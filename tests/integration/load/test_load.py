@@ -39,6 +39,7 @@ def test_coordinator_keeps_every_acknowledged_report(tmp_path):
     result = run_load(LoadSettings(target="coordinator", users=4, duration_s=5), tmp_path)
     assert result.ok, result.problems
     names = {r["name"]: r for r in result.rows}
-    assert set(names) == {"Heartbeat", "ReportIteration", "Status"}
+    # Status is 1 task in 11: on a loaded host a 5 s run may draw none (seen in CI), so it may be absent
+    assert {"Heartbeat", "ReportIteration"} <= set(names) <= {"Heartbeat", "ReportIteration", "Status"}
     assert names["ReportIteration"]["requests"] == result.check["reports_kept"] > 0
     assert all(r["failures"] == 0 for r in result.rows)
