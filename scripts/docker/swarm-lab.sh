@@ -240,9 +240,12 @@ elif coord and all(t["CurrentState"].startswith("Complete") for t in coord):
     for s in coordinator worker ps prometheus; do
         in_host 1 service logs --raw "${STACK}_$s" >"$out/logs/$s.log" 2>&1 || true
     done
-    # Records: each host's `runs` volume, read from the volume's directory in that host.
+    # Records: each host's `runs` volume, read from the volume's directory in that host; beside it
+    # `docker inspect` of every container the stack ran there (exit codes, health check logs).
     for n in $(seq "$HOSTS"); do
         local dir="$out/hosts/$(host "$n")"; mkdir -p "$dir"
+        local ids; ids="$(in_host "$n" ps -aq --filter "label=com.docker.stack.namespace=$STACK")"
+        [ -z "$ids" ] || in_host "$n" inspect $ids >"$out/hosts/$(host "$n")-containers.json" || true
         "$DOCKER" exec "$(host "$n")" sh -c "cd /var/lib/docker/volumes/${STACK}_runs/_data 2>/dev/null && tar -c ." \
             | tar -x -C "$dir" 2>/dev/null || true
     done
@@ -251,19 +254,22 @@ elif coord and all(t["CurrentState"].startswith("Complete") for t in coord):
         mkdir -p "$out/records"
         cp -r "$out/hosts/$(host 1)/$(basename "$(readlink "$latest")")/." "$out/records/"
     fi
-    {
-        printf '{"prefix": "%s", "stack": "%s", "state": "%s", "start": %s, "end": %s,\n' "$PREFIX" "$STACK" "$state" "$t0" "$t1"
-        printf ' "prometheus": "http://%s:9090", "images": {"%s": "%s", "%s": "%s"},\n' "$(host_ip 1)" \
-            "$SYNCLAB_IMAGE" "$(image_id "$SYNCLAB_IMAGE")" "$PROMETHEUS_IMAGE" "$(image_id "$PROMETHEUS_IMAGE")"
-        printf ' "hosts": {'
-        for n in $(seq "$HOSTS"); do
-            read -r tx0 rx0 <<<"${before[$((n - 1))]}"; read -r tx1 rx1 <<<"$(underlay_bytes "$n")"
-            printf '%s\n  "%s": {"address": "%s", "labels": "%s", "underlay_tx_bytes": %s, "underlay_rx_bytes": %s}' \
-                "$([ "$n" = 1 ] || echo ,)" "$(host "$n")" "$(host_ip "$n")" "${ROLE_LABELS[$((n - 1))]}" \
-                $((tx1 - tx0)) $((rx1 - rx0))
-        done
-        printf '}}\n'
-    } >"$out/lab.json"
+    local hosts_tsv="" n
+    for n in $(seq "$HOSTS"); do
+        hosts_tsv+="$(host "$n")\t$(host_ip "$n")\t${ROLE_LABELS[$((n - 1))]}\t${before[$((n - 1))]}\t$(underlay_bytes "$n")\n"
+    done
+    printf "$hosts_tsv" | python3 -c '
+import json, sys
+prefix, stack, state, t0, t1, prom, *images = sys.argv[1:]
+hosts = {}
+for line in sys.stdin:
+    name, address, labels, before, after = line.rstrip("\n").split("\t")
+    (tx0, rx0), (tx1, rx1) = (map(int, v.split()) for v in (before, after))
+    hosts[name] = {"address": address, "labels": labels, "underlay_tx_bytes": tx1 - tx0, "underlay_rx_bytes": rx1 - rx0}
+json.dump({"prefix": prefix, "stack": stack, "state": state, "start": float(t0), "end": float(t1), "prometheus": prom,
+           "images": dict(zip(images[::2], images[1::2])), "hosts": hosts}, sys.stdout, indent=1)
+' "$PREFIX" "$STACK" "$state" "$t0" "$t1" "http://$(host_ip 1):9090" \
+        "$SYNCLAB_IMAGE" "$(image_id "$SYNCLAB_IMAGE")" "$PROMETHEUS_IMAGE" "$(image_id "$PROMETHEUS_IMAGE")" >"$out/lab.json"
     say "records in $out; Prometheus at http://$(host_ip 1):9090 (until \`$0 down\` or the next run)"
     [ "$state" = complete ] && [ -f "$out/records/summary.json" ] \
         && grep -q '"status": *"ok"' "$out/records/summary.json" \

@@ -102,6 +102,12 @@ class Cluster:
 
 
 @pytest.fixture(scope="session")
+def docker_unavailable():
+    """Skip a test whose engine cannot do what it needs, naming why; fail instead under SYNCLAB_REQUIRE_DOCKER=1."""
+    return _unavailable
+
+
+@pytest.fixture(scope="session")
 def images(docker_engine):
     """The SyncLab and Prometheus images on the local debootstrap base, torch from the wheel on disk;
     returns the seconds the build took."""
