@@ -25,7 +25,8 @@
 #   SYNCLAB_IMAGE / PROMETHEUS_IMAGE   images loaded into every host (default synclab:latest,
 #                     synclab-prometheus:latest; build them first: scripts/docker/build.sh)
 #   LAB_HOST_IMAGE    the hosts' image (default synclab-swarm-host:latest), built by `up` from
-#                     services/swarm-host/ on BASE_IMAGE (LOCAL_BASE=1 as in build.sh)
+#                     services/swarm-host/ on BASE_IMAGE (LOCAL_BASE=1 as in build.sh; unset: local/bookworm:base
+#                     where it exists, else debian:bookworm-slim)
 #   LAB_STACK         stack name inside the swarm (default synclab)
 #   LAB_TIMEOUT_S     how long `run` waits for the job (default 600)
 set -euo pipefail
@@ -63,7 +64,11 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # Built every time: the build cache makes that a second when nothing changed.
 host_image() {
     [ "${LOCAL_BASE:-0}" = 1 ] && BASE_IMAGE=local/bookworm:base
-    local base="${BASE_IMAGE:-debian:bookworm-slim}"
+    local base="${BASE_IMAGE:-}"
+    if [ -z "$base" ]; then  # the local base where one was built (no registry), else Debian's
+        base=debian:bookworm-slim
+        "$DOCKER" image inspect local/bookworm:base >/dev/null 2>&1 && base=local/bookworm:base
+    fi
     [ "$base" = local/bookworm:base ] && "$here/base-image.sh" "$base"
     DOCKER_BUILDKIT=1 "$DOCKER" build -q --build-arg BASE_IMAGE="$base" -t "$HOST_IMAGE" \
         -f services/swarm-host/Dockerfile services/swarm-host >/dev/null
@@ -285,11 +290,19 @@ status() {
 
 down() {
     local containers; containers="$("$DOCKER" ps -aq --filter "label=$LABEL")"
+    local c t0; t0="$(now)"
     if [ -n "$containers" ]; then
-        # A stopped engine stops its own containers first (their cgroups go with them).
-        "$DOCKER" stop -t 30 $containers >/dev/null || true
+        # Each engine removes its own containers first (their cgroups go with them), then goes;
+        # the stack first, so that Swarm does not start them again meanwhile.
+        in_host 1 stack rm "$STACK" >/dev/null 2>&1 || true
+        for c in $containers; do
+            "$DOCKER" exec "$c" sh -c 'ids="$(docker ps -aq)"; [ -z "$ids" ] || docker rm -f $ids' >/dev/null 2>&1 &
+        done
+        wait
+        say "down: the hosts' containers removed in $(since "$t0") s"
         "$DOCKER" rm -f -v $containers >/dev/null
     fi
+    say "down: hosts removed in $(since "$t0") s"
     local volumes; volumes="$("$DOCKER" volume ls -q --filter "label=$LABEL")"
     [ -z "$volumes" ] || "$DOCKER" volume rm $volumes >/dev/null
     local networks; networks="$("$DOCKER" network ls -q --filter "label=$LABEL")"
