@@ -118,15 +118,13 @@ def test_workers_and_shards_ran_on_different_hosts(lab):
         where[t["Name"].split(".")[0].split("_", 1)[1]].add(t["Node"])
     assert where == {"coordinator": {lab.host[1]}, "prometheus": {lab.host[1]}, "worker": {lab.host[2]},
                      "ps": {lab.host[3]}}, where
-    # Nodes record where they ran (summary.json `placement`, from SYNCLAB_NODE_HOST/IMAGE) where the
-    # coordinator writes it.
-    placement = lab.json("records/summary.json").get("placement")
-    if placement:
-        entries = placement.values() if isinstance(placement, dict) else placement
-        hosts = {e.get("host") for e in entries}
-        assert hosts == set(lab.host.values()), placement
-        image = next(iter(lab.json("lab.json")["images"].values()))
-        assert all(image in str(e.get("image")) for e in entries), placement
+    # Every node records where it ran (summary.json `placement`, from SYNCLAB_NODE_HOST/IMAGE).
+    placement = lab.json("records/summary.json")["placement"]
+    assert set(placement) == NODES, placement
+    assert {node: p["host"] for node, p in placement.items()} == {
+        node: lab.host[1 if node == "coordinator" else 2 if node.startswith("worker") else 3] for node in NODES}
+    ref, image_id = next(iter(lab.json("lab.json")["images"].items()))
+    assert all(p.get("image") == f"{ref}@{image_id}" for p in placement.values()), placement
 
 
 def test_traffic_crossed_the_overlay_between_hosts(lab):
