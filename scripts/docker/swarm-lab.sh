@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# A multi-host Docker Swarm on one machine: three Docker-in-Docker "hosts" (privileged containers,
-# each with its own dockerd and /var/lib/docker on a volume of its own) on one bridge, joined into one
+# A multi-host Docker Swarm on one machine: three Docker-in-Docker "hosts" (privileged containers, or
+# the same privileges by parts where the engine refuses --privileged; each with its own dockerd and
+# /var/lib/docker on a volume of its own) on one bridge, joined into one
 # Swarm whose overlay network is real VXLAN between them. The SyncLab stack runs on it with the
 # coordinator and Prometheus on host 1, the workers on host 2 and the PS shards on host 3, so every
 # gradient and parameter crosses the overlay between hosts (services/README.md, "Multi-host Swarm").
 #
-#   scripts/docker/swarm-lab.sh up          # host image (built once), hosts, images loaded, swarm formed
+#   scripts/docker/swarm-lab.sh up          # hosts' image (cached build), hosts, images loaded, swarm formed
 #   scripts/docker/swarm-lab.sh run [OUT]   # deploy the stack, wait for the job, copy its records to OUT
 #   scripts/docker/swarm-lab.sh status      # hosts, swarm nodes, tasks
 #   scripts/docker/swarm-lab.sh down        # remove every container, volume and network `up` made
@@ -15,9 +16,11 @@
 # Prometheus stays up: its address is printed, and `run` again replaces the stack. It exits 0 when
 # the job ended ok with its summary. OUT (default runs/swarm-lab/<time>) gets:
 #   records/          the job's run directory from the coordinator's host (summary.json, iterations.csv, ...)
-#   hosts/<host>/     each host's whole `runs` volume (traffic-<node>.csv of the nodes it ran)
-#   tasks.json        every task of the stack with the swarm node it ran on; logs/<service>.log
-#   lab.json          hosts and addresses, images, the Prometheus URL and the job's time window
+#   hosts/<host>/     each host's whole `runs` volume (traffic-<node>.csv of the nodes it ran), and
+#   hosts/<host>-containers.json   `docker inspect` of the stack's containers there (exits, health checks)
+#   tasks.json        every task of the stack with the swarm node it ran on; logs/<service>.log; stack.json
+#   lab.json          hosts (address, labels, bytes on the bridge during the job), image IDs, the
+#                     Prometheus URL and the job's time window
 #
 # Environment:
 #   LAB_PREFIX        names of everything made (default synclab-lab): containers PREFIX-host1..3,
