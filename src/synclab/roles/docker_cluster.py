@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synclab.roles import placement
-from synclab.roles.launcher import Child, LocalCluster
+from synclab.roles.launcher import Child, LocalCluster, node_args
 
 JOB_LABEL = "io.synclab.job"
 NODE_LABEL = "io.synclab.node"
@@ -96,15 +96,6 @@ def launch_command(role: str, node: str, *, spec_path: Path, run_dir: Path, kern
     return ["launch", role, node, "--spec", str(spec_path), "--kernel", ",".join(sorted(kernel)),
             "--record", str(run_dir / f"shaping-{node}.json"), *(["--user", user] if user else []),
             "--", "synclab", *synclab_args]
-
-
-def node_args(role: str, name: str, *, address: str, coordinator: str, spec_path: Path,
-              run_dir: Path) -> list[str]:
-    """``synclab ROLE ...`` of one node, as :class:`~synclab.roles.launcher.LocalCluster` gives it."""
-    if role == "coordinator":
-        return ["coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir), "--listen", coordinator]
-    return [role, "--shard" if role == "ps" else "--rank", name.removeprefix(role), "--coordinator", coordinator,
-            "--host", address, "--advertise", address]
 
 
 def container_request(*, job: str, name: str, role: str, image: str, command: list[str], run_dir: Path,
@@ -318,11 +309,7 @@ class DockerCluster(LocalCluster):
                 command=launch_command(role, name, spec_path=spec_path, run_dir=run_dir, kernel=kernel, user=user,
                                        synclab_args=args))
             self._run_container(name, req)
-        self.address = coordinator
-        control = self.run_dir / "control.json"  # lets `synclab shape --run DIR` reach the job
-        control.touch(mode=0o600)
-        control.write_text(json.dumps({"coordinator": coordinator, "token": self.token, "docker_job": self.job,
-                                       **{"tls_dir": v for v in self._tls_env().values()}}) + "\n")
+        self._write_control(coordinator, docker_job=self.job)
         return coordinator
 
     def _make_network(self):

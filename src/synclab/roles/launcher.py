@@ -45,6 +45,15 @@ def _die_with_parent() -> None:
         pass
 
 
+def node_args(role: str, name: str, *, address: str, coordinator: str, spec_path: Path,
+              run_dir: Path) -> list[str]:
+    """The ``synclab ROLE ...`` arguments of one node (``address``: where it binds and what it advertises)."""
+    if role == "coordinator":
+        return ["coordinator", "--spec", str(spec_path), "--run-dir", str(run_dir), "--listen", coordinator]
+    return [role, "--shard" if role == "ps" else "--rank", name.removeprefix(role), "--coordinator", coordinator,
+            "--host", address, "--advertise", address]
+
+
 @dataclass
 class Child:
     name: str
@@ -133,19 +142,19 @@ class LocalCluster:
         _, coord_host = self._where("coordinator")
         port = free_port(self.host) if self.netns is None else 50051
         address = f"{coord_host}:{port}"
-        self._spawn("coordinator", ["coordinator", "--spec", str(spec_path), "--run-dir",
-                                    str(self.run_dir), "--listen", address])
-        for name, role in self.node_names()[1:]:
-            _, host = self._where(name)
-            index = name.removeprefix(role)
-            self._spawn(name, [role, "--shard" if role == "ps" else "--rank", index, "--coordinator", address,
-                               "--host", host, "--advertise", host])
-        self.address = address
-        control = self.run_dir / "control.json"  # lets `synclab shape --run DIR` reach the job
-        control.touch(mode=0o600)
-        control.write_text(json.dumps({"coordinator": address, "token": self.token,
-                                       **{"tls_dir": v for v in self._tls_env().values()}}) + "\n")
+        for name, role in self.node_names():
+            self._spawn(name, node_args(role, name, address=self._where(name)[1], coordinator=address,
+                                        spec_path=spec_path, run_dir=self.run_dir))
+        self._write_control(address)
         return address
+
+    def _write_control(self, address: str, **extra: str) -> None:
+        """``control.json``: what lets ``synclab shape --run DIR`` reach the job (readable by its owner only)."""
+        self.address = address
+        control = self.run_dir / "control.json"
+        control.touch(mode=0o600)
+        control.write_text(json.dumps({"coordinator": address, "token": self.token, **extra,
+                                       **{"tls_dir": v for v in self._tls_env().values()}}) + "\n")
 
     def coordinator_stub(self) -> rpc.CoordinatorStub:
         if not hasattr(self, "_stub"):
