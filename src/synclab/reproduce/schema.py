@@ -65,13 +65,19 @@ class Selector(_Strict):
 
 class Judge(_Strict):
     """reproduced: |SyncLab/paper - 1| <= ``within``; partly: within ``partly_factor`` of the paper's
-    value, or (``same_side_of_one``) a ratio on the same side of 1 as the paper's; else not."""
+    value, or (``same_side_of_one``) a ratio on the same side of 1 as the paper's; else not.
+
+    ``direction``: the paper states only a direction ("P3 lowers the idle time"), so ``paper_value`` is the
+    reference it is stated against (usually 1): reproduced when SyncLab's value is beyond it in that
+    direction by more than ``margin`` (the run-to-run noise), partly when beyond it by less, else not."""
 
     within: float = Field(0.15, gt=0)
     partly_factor: float | None = Field(None, gt=1)
     same_side_of_one: bool = False
     margin: float = Field(0.0, ge=0, description="argmax: the peak must beat every other point by this share, "
-                                                 "else the curve is flat (no peak: not reproduced)")
+                                                 "else the curve is flat (no peak: not reproduced); "
+                                                 "direction: the share by which the value must pass the reference")
+    direction: Literal["above", "below"] | None = None
 
 
 class Claim(_Strict):

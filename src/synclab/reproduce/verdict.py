@@ -77,7 +77,9 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
     rel = value / p - 1 if p else math.inf
     out["relative_difference"] = rel
     factor = max(value / p, p / value) if value > 0 and p > 0 else math.inf
-    if abs(rel) <= j.within:
+    if j.direction is not None:
+        verdict, why = _judge_direction(value, p, j.direction, j.margin, claim.unit)
+    elif abs(rel) <= j.within:
         verdict = REPRODUCED
         why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%}, within ±{j.within:.0%}"
     else:
@@ -95,6 +97,19 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
         why += f". Known difference: {claim.caveat.strip()}"
     out.update(verdict=verdict, why=why)
     return out
+
+
+def _judge_direction(value: float, ref: float, direction: str, margin: float, unit: str) -> tuple[str, str]:
+    """A claim the paper states only as a direction against ``ref`` (see :class:`Judge`)."""
+    sign = 1 if direction == "above" else -1
+    beyond = sign * (value - ref) / (abs(ref) or 1.0)  # a share of the reference (absolute when it is 0)
+    stated = f"SyncLab {_fmt(value)} {unit}, paper: {direction} {_fmt(ref)}"
+    if beyond > margin:
+        return REPRODUCED, f"{stated}: {beyond:.1%} {direction} it, more than the {margin:.0%} noise margin"
+    if beyond > 0:
+        return PARTLY, (f"{stated}: only {beyond:.1%} {direction} it, inside the {margin:.0%} noise margin "
+                        f"(right direction, not told apart from noise)")
+    return NOT, f"{stated}: on the other side ({-beyond:.1%}), opposite to the paper"
 
 
 def summarize(judged: list[dict[str, Any]]) -> str:

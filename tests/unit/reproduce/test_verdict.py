@@ -61,3 +61,24 @@ def test_a_peak_within_the_margin_is_a_flat_curve():
     out = judge(_claim(margin=0.05), _rows([97, 99, 100, 98, 96]))
     assert out["verdict"] == NOT and "no peak" in out["why"] and out["synclab_value"] == 50000
     assert judge(_claim(margin=0.05), _rows([80, 90, 100, 90, 60]))["verdict"] == REPRODUCED
+
+
+def _direction_claim(direction, margin=0.05):
+    return Claim.model_validate({
+        "id": "idle", "quote": "the network idle time has been considerably lowered with P3", "source": "P3 §5.3",
+        "paper_value": 1.0, "kind": "ratio",
+        "num": {"where": {"strategy.name": "p3"}, "metric": "idle"},
+        "den": {"where": {"strategy.name": "ps"}, "metric": "idle"},
+        "judge": {"direction": direction, "margin": margin}})
+
+
+def _pair(p3, ps):
+    return [{"strategy.name": "p3", "idle": p3}, {"strategy.name": "ps", "idle": ps}]
+
+
+def test_a_direction_claim_needs_the_value_past_the_noise_margin():
+    assert judge(_direction_claim("below"), _pair(0.5, 1.0))["verdict"] == REPRODUCED
+    assert judge(_direction_claim("below"), _pair(0.98, 1.0))["verdict"] == PARTLY   # right way, inside 5 %
+    assert judge(_direction_claim("below"), _pair(1.2, 1.0))["verdict"] == NOT
+    assert judge(_direction_claim("above"), _pair(1.2, 1.0))["verdict"] == REPRODUCED
+    assert judge(_direction_claim("above"), _pair(0.5, 1.0))["verdict"] == NOT
