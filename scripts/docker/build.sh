@@ -34,6 +34,13 @@ if [ -s "$bundle" ]; then
     export BUILD_CA_BUNDLE="$bundle"
 fi
 
+# The node image's io.synclab.source label: the digest of the files it is built from, which
+# `synclab run` (network.isolation docker) compares with its checkout to rebuild stale images.
+if [ -z "${SOURCE_DIGEST:-}" ]; then
+    SOURCE_DIGEST="$(python3 src/synclab/roles/image_source.py .)"
+    export SOURCE_DIGEST
+fi
+
 [ $# -gt 0 ] || set -- coordinator prometheus
 docker compose build "$@"
 # A rebuilt tag leaves its previous image dangling; drop ours only (they carry the label).

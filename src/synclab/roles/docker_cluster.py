@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synclab.roles import placement
+from synclab.roles.image_source import SOURCE_LABEL, source_digest
 from synclab.roles.launcher import Child, LocalCluster, node_args
 
 JOB_LABEL = "io.synclab.job"
@@ -41,6 +42,7 @@ LAUNCHER_LABEL = "io.synclab.launcher"   # host:pid of the `synclab run` that ow
 DEFAULT_IMAGE = "synclab:latest"
 IMAGE_ENV = "SYNCLAB_IMAGE"
 LAUNCH_LABEL = "io.synclab.launch"   # the image's entrypoint has the `launch` mode
+REBUILD_ENV = "SYNCLAB_IMAGE_REBUILD"  # "never": use the image even when its source label differs
 UID_LABEL = "io.synclab.uid"
 IMAGE_UID = 10001                    # services/Dockerfile's SYNCLAB_UID, when the image does not say
 COORDINATOR_PORT = 50051
@@ -172,17 +174,32 @@ def engine(timeout: float | None = 60):
     return client
 
 
+def stale_reason(labels: dict[str, str], want: str | None, environ) -> str | None:
+    """Why an image with ``labels`` cannot run this checkout's nodes (None: it can). ``want`` is the
+    checkout's source digest (None when SyncLab is installed without one: any launch-capable image
+    does)."""
+    if not labels.get(LAUNCH_LABEL):
+        return "predates network.isolation docker"
+    have = labels.get(SOURCE_LABEL) or "none"
+    if want is None or have == want or environ.get(REBUILD_ENV) == "never":
+        return None
+    return (f"was built from other source than this checkout ({SOURCE_LABEL} {have}, checkout {want}; "
+            f"{REBUILD_ENV}=never keeps it)")
+
+
 def ensure_image(client, tag: str, say=lambda msg: print(msg, file=sys.stderr)):
-    """The image ``tag``, built with scripts/docker/build.sh when it is missing or predates the
-    ``launch`` mode. The base image is what the build uses elsewhere: ``BASE_IMAGE`` from the
-    environment or .env (default python:3.11-slim-bookworm; ``local/bookworm:base`` offline)."""
+    """The image ``tag``, built with scripts/docker/build.sh when it is missing, predates the
+    ``launch`` mode or was built from other source than this checkout (:func:`stale_reason`). The
+    base image is what the build uses elsewhere: ``BASE_IMAGE`` from the environment or .env
+    (default python:3.11-slim-bookworm; ``local/bookworm:base`` offline)."""
     import docker.errors
 
+    want = source_digest(REPO) if (REPO / "src" / "synclab").is_dir() else None  # None: installed, no checkout
     try:
         image = client.images.get(tag)
-        if image.labels.get(LAUNCH_LABEL):
+        why = stale_reason(image.labels or {}, want, os.environ)
+        if why is None:
             return image
-        why = "predates network.isolation docker"
     except docker.errors.ImageNotFound:
         why = "is missing"
     build = REPO / "scripts" / "docker" / "build.sh"
@@ -190,12 +207,17 @@ def ensure_image(client, tag: str, say=lambda msg: print(msg, file=sys.stderr)):
         raise DockerUnavailable(f"image {tag} {why}, and there is no source checkout to build it from "
                                 f"({build}); build it there with scripts/docker/build.sh or set {IMAGE_ENV}")
     env = {**os.environ, IMAGE_ENV: tag, **{k: os.environ.get(k) or "unused-by-the-build" for k in COMPOSE_SECRETS}}
+    if want is not None:
+        env["SOURCE_DIGEST"] = want
     say(f"image {tag} {why}: building it (scripts/docker/build.sh coordinator, BASE_IMAGE="
         f"{env.get('BASE_IMAGE') or 'from .env or python:3.11-slim-bookworm'})")
     r = subprocess.run([str(build), "coordinator"], cwd=REPO, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         raise DockerUnavailable(f"building image {tag} failed (exit {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
     image = client.images.get(tag)
+    if want is not None and (image.labels or {}).get(SOURCE_LABEL) != want:
+        say(f"note: image {tag} was rebuilt but its {SOURCE_LABEL} label is not {want}: does docker-compose.yml "
+            f"pass SOURCE_DIGEST? (it will be rebuilt again next time)")
     if not image.labels.get(LAUNCH_LABEL):
         raise DockerUnavailable(f"image {tag} was built but lacks the {LAUNCH_LABEL} label: is {IMAGE_ENV} "
                                 f"the tag docker-compose.yml builds?")
