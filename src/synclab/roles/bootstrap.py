@@ -65,7 +65,8 @@ def message_limits(cls, plan, params, spec, element_bytes: int = 4) -> MessageLi
 
 
 def shaper_for(spec: Spec, role: str) -> LinkShaper:
-    """What the transport emulates itself (``network.app_shaping``): egress rate, delay, jitter."""
+    """What the transport emulates itself (``network.app_shaping``): egress rate (with the profile's
+    ``burst`` when it sets one, as tc would use it), delay, jitter."""
     from synclab.roles.network import node_profile
 
     p = node_profile(spec, role)
@@ -73,6 +74,7 @@ def shaper_for(spec: Spec, role: str) -> LinkShaper:
     if p is None or not app:
         return LinkShaper(chunk_bytes=spec.transport.chunk_bytes)
     return LinkShaper(rate_bps=p.rate_bps if "rate" in app else None,
+                      burst_bytes=p.burst_bytes if "rate" in app else None,
                       delay_s=p.delay_s if "delay" in app else 0.0,
                       jitter_s=p.jitter_s if "jitter" in app else 0.0, chunk_bytes=spec.transport.chunk_bytes)
 

@@ -95,3 +95,16 @@ def test_colocation_refuses_a_profile_that_shapes_shards_apart():
     with pytest.raises(SpecError, match="shapes the ps role apart"):
         colocated({"profile": {"name": "split", "rate": "1gbit", "roles": {"ps": {"rate": "2gbit"}}}},
                   netns_unavailable=None)
+
+
+def test_the_transports_token_bucket_takes_the_profiles_burst():
+    from synclab.roles.bootstrap import shaper_for
+
+    def shaper(profile):
+        s = parse_spec({"network": {"profile": profile, "isolation": "none"}})
+        s = apply_to_spec(s, resolve_network(s, kernel_available=KERNEL, netns_unavailable="no root"))
+        return shaper_for(s, "worker")
+
+    assert shaper({"rate": "100mbit", "burst": "256KiB"}).bucket.burst_bytes == 256 * 1024
+    derived = shaper({"rate": "100mbit"}).bucket.burst_bytes   # no burst given: derived from the rate
+    assert derived != 256 * 1024 and derived > 64 * 1024
