@@ -1,6 +1,8 @@
 """Sweep points of a target and the two ways to run one: the emulator (``synclab run`` in a child
 process, the real cluster) or the simulator (:mod:`synclab.sim`, in process). A point's metrics are
-read back from its run records (summary.json, plan.json) only, never computed elsewhere.
+read back from its run records (summary.json, plan.json; for an emulated run with a shaped link also worker
+machine 0's utilization from traffic-*.csv and spans.csv, :mod:`synclab.reproduce.utilization`) only, never
+computed elsewhere.
 """
 
 from __future__ import annotations
