@@ -74,7 +74,8 @@ def machine_counter(files: Mapping[str, Iterable[Mapping[str, str]]]) -> tuple[C
         raise ValueError("no traffic rows for the machine")
     tables = {n: list(rows) for n, rows in files.items()}
     first = next(iter(tables))
-    rows = [r for r in tables[first] if r.get("if_tx_bytes") not in (None, "") and r.get("if_rx_bytes") not in (None, "")]
+    rows = [r for r in tables[first] if r.get("if_tx_bytes") not in (None, "")
+            and r.get("if_rx_bytes") not in (None, "")]
     if len(rows) >= 2:
         return Counter([float(r["wall_time"]) for r in rows], [float(r["if_tx_bytes"]) for r in rows],
                        [float(r["if_rx_bytes"]) for r in rows]), "interface"
