@@ -60,11 +60,62 @@ def _fit(ax, target: Target, records: list[dict[str, Any]]) -> None:
         ax.plot(xs, a + b * xs, linestyle="--", label=f"paper {label}: a={a * 1e3:.3g} ms, b={b:.3g} s/B")
 
 
+def _label(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items())
+
+
+def _traffic(fig, target: Target, records: list[dict[str, Any]]) -> None:
+    """P3 Fig. 8/9: grouped bars of the utilization shares per point (top) and, below, each point's 10 ms tx/rx
+    trace of worker machine 0 in emulated time (records' ``extra`` trace_*), the link rate dashed."""
+    f = target.figure_spec
+    metrics = [f.y, *(m for m in f.bars if m != f.y)]
+    traced = [r for r in records if r.get("extra", {}).get("trace_t_s")]
+    grid = fig.add_gridspec(1 + len(traced), 1, height_ratios=[1.3] + [1] * len(traced))
+    ax = fig.add_subplot(grid[0])
+    width = 0.8 / max(1, len(records))
+    for i, r in enumerate(records):
+        ys = [r["metrics"].get(m) for m in metrics]
+        xs = [k + (i - (len(records) - 1) / 2) * width for k in range(len(metrics))]
+        bars = ax.bar(xs, [0.0 if y is None else float(y) for y in ys], width, label=_label(r["values"]))
+        for b, y in zip(bars, ys, strict=True):
+            ax.annotate("n/a" if y is None else f"{float(y):.2f}", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(metrics)), metrics, fontsize=8)
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel(f.ylabel or "share")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    first = None
+    for k, r in enumerate(traced):
+        e = r["extra"]
+        ax = fig.add_subplot(grid[1 + k], sharex=first, sharey=first)
+        first = first or ax
+        ax.step(e["trace_t_s"], e["trace_tx_gbps"], where="post", lw=0.9, label="outbound (tx)")
+        ax.step(e["trace_t_s"], e["trace_rx_gbps"], where="post", lw=0.9, label="inbound (rx)", alpha=0.8)
+        if e.get("util_link_bps"):
+            ax.axhline(e["util_link_bps"] / 1e9, color="black", ls="--", lw=0.8, label="link rate")
+        ax.set_title(f"{_label(r['values'])}: worker machine 0, 10 ms bins", fontsize=8)
+        ax.set_ylabel("Gbit/s", fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6, loc="upper right")
+        if k == len(traced) - 1:
+            ax.set_xlabel(f.xlabel or "emulated time from the first measured iteration, s")
+
+
 def draw(target: Target, records: list[dict[str, Any]], path: Path, *, quick: bool) -> Path:
     """Write the PNG; one panel per value of ``plot.panel`` if set."""
     from matplotlib.figure import Figure
 
     f = target.figure_spec
+    if f.layout == "traffic":
+        traced = sum(1 for r in records if r.get("extra", {}).get("trace_t_s"))
+        fig = Figure(figsize=(9, 3.2 + 2.2 * traced), layout="constrained")
+        _traffic(fig, target, records)
+        form = "quick form" if quick else "full form"
+        fig.suptitle(f"{target.paper} {target.figure}: {target.title}\nSyncLab {form}", fontsize=9)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+        return path
     panels = sorted({str(r["values"].get(f.panel)) for r in records}) if f.panel else [""]
     fig = Figure(figsize=(6.5 * len(panels), 4.6), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]

@@ -1,6 +1,8 @@
 """Sweep points of a target and the two ways to run one: the emulator (``synclab run`` in a child
 process, the real cluster) or the simulator (:mod:`synclab.sim`, in process). A point's metrics are
-read back from its run records (summary.json, plan.json) only, never computed elsewhere.
+read back from its run records (summary.json, plan.json; for an emulated run with a shaped link also worker
+machine 0's utilization from traffic-*.csv and spans.csv, :mod:`synclab.reproduce.utilization`) only, never
+computed elsewhere.
 """
 
 from __future__ import annotations
@@ -122,6 +124,16 @@ def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: C
         extra["fit_sizes_bytes"] = f["sizes"]
         extra["fit_median_s"] = [t / point.dilation for t in f["median_seconds"]]
         row["smallest_allreduce_s"] = extra["fit_median_s"][0]  # a without the fit's leverage
+    if summary.get("link_rate_bps") and (run_dir / "traffic-worker0.csv").exists():
+        from synclab.reproduce.utilization import machine_utilization
+
+        try:  # P3 Fig. 8/9: worker machine 0's 10 ms tx/rx trace (synclab.reproduce.utilization)
+            util, trace = machine_utilization(run_dir, summary, point.dilation)
+        except (ValueError, KeyError, OSError) as e:  # the other metrics stand; claims on these are "not run"
+            log(f"  point {point.id}: no utilization metrics: {e}")
+        else:
+            row.update(util)
+            extra.update(trace)
     return {"metrics": row, "extra": extra}
 
 

@@ -118,8 +118,8 @@ class PaperPoint(_Strict):
 
 
 class Figure(_Strict):
-    layout: Literal["lines", "fit"]
-    x: str = Field(description="axis key (lines) ")
+    layout: Literal["lines", "fit", "traffic"]
+    x: str = Field(description="axis key (lines); traffic: the axis whose values are the bars' colours")
     y: str = Field(description="metric drawn")
     series: str | None = None
     panel: str | None = Field(None, description="axis key with one panel per value")
@@ -130,6 +130,14 @@ class Figure(_Strict):
     paper_points: list[PaperPoint] = Field(default_factory=list)
     paper_lines: dict[str, tuple[float, float]] = Field(
         default_factory=dict, description="fit layout: label -> (a s, b s/byte) the paper gives")
+    bars: list[str] = Field(default_factory=list, description="traffic layout: metrics drawn as grouped bars "
+                                                              "(shares, 0-1) beside y")
+
+    @model_validator(mode="after")
+    def _bars(self) -> Figure:
+        if self.bars and self.layout != "traffic":
+            raise ValueError("'bars' is for layout 'traffic' only")
+        return self
 
 
 class Target(_Strict):
