@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from synclab.reproduce.calibration import Scale, dilation_for
-from synclab.reproduce.schema import Scalar, Target
+from synclab.reproduce.schema import Scalar, Target, is_label
 
 
 @dataclass
@@ -56,7 +56,7 @@ def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: 
     points = []
     for i, combo in enumerate(itertools.product(*(form.axes[k] for k in keys))):
         values = dict(zip(keys, combo, strict=True))
-        overrides = [*target.set, *form.set, *(f"{k}={v}" for k, v in values.items())]
+        overrides = [*target.set, *form.set, *(f"{k}={v}" for k, v in values.items() if not is_label(k))]
         for w in target.when:
             if all(str(values.get(k)) == str(v) for k, v in w.where.items()):
                 overrides += w.set

@@ -33,8 +33,15 @@ class Calibration(_Strict):
     batch_size: int = Field(gt=0)
 
 
+def is_label(key: str) -> bool:
+    """An axis key without a dot is a label (e.g. ``delay_steps``), not a spec key: it hands the spec nothing
+    itself; the ``when`` entries that name its values give them their overrides. One axis can so hold points
+    of different strategies (SSD-SGD Fig. 6: SSGD as 0 delay steps, ``ssdsgd`` with k = 1..5)."""
+    return "." not in key
+
+
 class Form(_Strict):
-    """One form of the sweep: the cartesian product of ``axes`` (dotted spec keys -> values)."""
+    """One form of the sweep: the cartesian product of ``axes`` (dotted spec keys or labels -> values)."""
 
     axes: dict[str, list[Scalar]] = Field(min_length=1)
     set: list[str] = Field(default_factory=list, description="extra KEY=VALUE for this form only")
@@ -161,6 +168,20 @@ class Target(_Strict):
     notes: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _labels_have_overrides(self) -> Target:
+        """Every value of a label axis must be named by some ``when`` (else the label would change nothing)."""
+        for name in ("quick", "full"):
+            for key, values in getattr(self, name).axes.items():
+                if not is_label(key):
+                    continue
+                named = {str(w.where[key]) for w in self.when if key in w.where}
+                missing = [v for v in values if str(v) not in named]
+                if missing:
+                    raise ValueError(f"{name}.axes.{key}: label value(s) {missing} have no 'when' entry giving "
+                                     f"them overrides (a key without a dot is a label, not a spec key)")
+        return self
 
     def form(self, quick: bool) -> Form:
         return self.quick if quick else self.full

@@ -123,3 +123,20 @@ def test_doc_from_verdicts(tmp_path):
     assert "`other-target`" in text
     assert (doc.parent / "reproduction" / "fake-fig-quick.png").exists()
     assert "![fake-fig](reproduction/fake-fig-quick.png)" in text
+
+
+def test_label_axis_passes_only_its_when_overrides(tmp_path):
+    from synclab.reproduce.points import expand
+
+    data = json.loads(json.dumps(TARGET))
+    data["quick"]["axes"] = {"delay_steps": [5, 0]}
+    data["when"] = [{"where": {"delay_steps": 5}, "set": ["strategy.name=ssdsgd", "strategy.k=5"]},
+                    {"where": {"delay_steps": 0}, "set": ["strategy.name=ps"]}]
+    d = tmp_path / "experiments" / "reproduce"
+    d.mkdir(parents=True)
+    (d / "fake-fig.yaml").write_text(yaml.safe_dump(data))
+    points = expand(load_target(d / "fake-fig.yaml"), tmp_path, True, None)
+    assert [p.values for p in points] == [{"delay_steps": 5}, {"delay_steps": 0}]
+    assert points[0].overrides == ["strategy.name=ssdsgd", "strategy.k=5"]
+    assert points[1].overrides == ["strategy.name=ps"]
+    assert points[0].id == "delay_steps=5"

@@ -75,3 +75,11 @@ def test_calibration_scale_is_target_over_profile():
 def test_dilation_rule(bps, d):
     assert dilation_for(bps) == d
     assert bps / d <= 1.5e9 and (d == 1 or bps / (d // 2) > 1.5e9)
+
+
+def test_label_axis_value_without_when_is_refused(tmp_path):
+    data = _good()
+    data["quick"]["axes"] = {"delay_steps": [0, 5]}
+    data["when"] = [{"where": {"delay_steps": 0}, "set": ["strategy.name=ps"]}]
+    with pytest.raises(TargetError, match=r"quick\.axes\.delay_steps: label value\(s\) \[5\]"):
+        load_target(_write(tmp_path, data))
