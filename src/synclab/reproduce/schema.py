@@ -121,7 +121,7 @@ class Figure(_Strict):
     layout: Literal["lines", "fit"]
     x: str = Field(description="axis key (lines) ")
     y: str = Field(description="metric drawn")
-    series: str | None = None
+    series: str | None = Field(None, description="axis key, or several comma-separated (one line each combination)")
     panel: str | None = Field(None, description="axis key with one panel per value")
     logx: bool = False
     logy: bool = False
@@ -139,11 +139,14 @@ class Target(_Strict):
     title: str
     compares: str
     setting: str
-    engine: Literal["emulate", "simulate"]
+    engine: Literal["emulate", "simulate", "model"] = Field(
+        description="emulate: synclab run; simulate: synclab.sim; model: Stanza's eq. 2-7 (reproduce.perfmodel)")
     spec: str = Field(description="base spec, relative to the repository root")
     set: list[str] = Field(default_factory=list)
     when: list[When] = Field(default_factory=list)
     calibration: Calibration | None = None
+    calibration_gpu: str | None = Field(None, description="engine model only: every point's T_ps is the "
+                                                          "calibration row (model.name, this GPU, model.batch_size)")
     dilation: Literal["rule", "none"] = "rule"
     startup_s: float | None = Field(None, ge=0, description="simulate only: per-message start-up cost")
     full: Form
@@ -153,6 +156,14 @@ class Target(_Strict):
     notes: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _engine_model(self) -> Target:
+        if self.engine == "model" and (self.calibration_gpu is None or self.calibration is not None):
+            raise ValueError("engine 'model' takes 'calibration_gpu' (a row per point) and no 'calibration'")
+        if self.engine != "model" and self.calibration_gpu is not None:
+            raise ValueError("'calibration_gpu' is for engine 'model' only; use 'calibration'")
+        return self
 
     def form(self, quick: bool) -> Form:
         return self.quick if quick else self.full
