@@ -88,11 +88,15 @@ class Claim(_Strict):
     source: str
     paper_value: float
     unit: str = ""
-    kind: Literal["value", "ratio", "argmax"] = "value"
+    kind: Literal["value", "ratio", "argmax", "ratio_growth"] = Field(
+        "value", description="ratio_growth: (num/den) / (base_num/base_den), how a ratio changes between two "
+                             "settings, e.g. a speedup at 4 workers over the one at 2 ('more salient as it grows')")
     value: Selector | None = None
     over: str | None = Field(None, description="argmax: the axis whose value at the metric's maximum is compared")
     num: Selector | None = None
     den: Selector | None = None
+    base_num: Selector | None = None
+    base_den: Selector | None = None
     scale: float = Field(1.0, description="SyncLab value x scale before comparing (unit conversion)")
     judge: Judge = Field(default_factory=Judge)
     caveat: str = Field("", description="what, known before running, makes SyncLab differ (C1-C5)")
@@ -105,6 +109,8 @@ class Claim(_Strict):
             raise ValueError("kind 'ratio' needs 'num' and 'den'")
         if self.kind == "argmax" and (self.value is None or not self.over):
             raise ValueError("kind 'argmax' needs 'value' (the other axes + metric) and 'over' (the swept axis)")
+        if self.kind == "ratio_growth" and None in (self.num, self.den, self.base_num, self.base_den):
+            raise ValueError("kind 'ratio_growth' needs 'num', 'den', 'base_num' and 'base_den'")
         return self
 
 
