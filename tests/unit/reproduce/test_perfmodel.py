@@ -97,3 +97,18 @@ def test_fig8_point_runs_from_calibration_and_profile(tmp_path):
     assert out["extra"]["calibration"]["seconds"] == pytest.approx(1.99 - 1.56)  # Stanza Table 1, AlexNet
     assert out["metrics"]["compute_s"] == pytest.approx(0.43)
     assert (tmp_path / "model.json").exists()
+
+
+def test_figure_series_of_two_axis_keys_draws_one_line_per_combination():
+    from matplotlib.figure import Figure
+
+    from synclab.reproduce.figure import _lines
+
+    target = load_target(ROOT / "experiments" / "reproduce" / "stanza-fig8.yaml")
+    records = [{"values": {"nodes": n, "strategy.name": s, "network.rate": r}, "metrics": {"throughput": n * 10.0}}
+               for n in (40, 80) for s in ("ps", "stanza") for r in ("25gbit", "100gbit")]
+    ax = Figure().subplots()
+    _lines(ax, target, records)
+    labels = sorted(line.get_label() for line in ax.get_lines())
+    assert labels == ["ps 100gbit (SyncLab)", "ps 25gbit (SyncLab)", "stanza 100gbit (SyncLab)",
+                      "stanza 25gbit (SyncLab)"]
