@@ -27,7 +27,7 @@ def collect(out_dirs: list[Path]) -> list[tuple[dict[str, Any], Path]]:
 
 
 SHOWN = ("iteration_s", "compute_s", "comm_wait_s", "throughput", "speedup", "fit_a_s", "fit_b_s_per_byte",
-         "smallest_allreduce_s", "merged_groups", "dilation")
+         "smallest_allreduce_s", "merged_groups", "servers", "dilation")
 
 
 def _points_table(out: Path, axes: list[str]) -> list[str]:
