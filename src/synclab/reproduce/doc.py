@@ -27,7 +27,7 @@ def collect(out_dirs: list[Path]) -> list[tuple[dict[str, Any], Path]]:
 
 
 SHOWN = ("iteration_s", "compute_s", "comm_wait_s", "throughput", "speedup", "fit_a_s", "fit_b_s_per_byte",
-         "smallest_allreduce_s", "merged_groups", "dilation")
+         "smallest_allreduce_s", "merged_groups", "servers", "dilation")
 
 
 def _points_table(out: Path, axes: list[str]) -> list[str]:
@@ -59,6 +59,7 @@ def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
     axes = "; ".join(f"`{k}` ∈ {{{', '.join(str(x) for x in vals)}}}" for k, vals in v["axes"].items())
     dil = sorted(set(v["dilation"].values()))
     time_note = ("simulated clock (no dilation)" if v.get("engine") == "simulate" else
+                 "Stanza's performance models eq. 2-7 evaluated (no clock)" if v.get("engine") == "model" else
                  f"dilation D = {', '.join(str(d) for d in dil)} (rule: concurrent emulated traffic / D ≤ 1.5 Gbit/s)")
     lines += [f"**Points ({v['form']} form):** {axes} — {v['points']} points, {time_note}. "
               f"Host time {_minutes(v['host_seconds'])} (estimate {_minutes(v['estimate_s'])}); "

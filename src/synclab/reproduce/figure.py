@@ -26,7 +26,8 @@ def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
         y = r["metrics"].get(f.y)
         if y is None:
             continue
-        name = str(r["values"].get(f.series, "SyncLab")) if f.series else "SyncLab"
+        name = (" ".join(str(r["values"].get(k.strip(), "")) for k in f.series.split(",")) if f.series
+                else "SyncLab")  # several axis keys, comma-separated: one line per combination
         series.setdefault(name, []).append((_num(r["values"][f.x]), float(y)))
     colors = {}
     for name, pts in sorted(series.items()):

@@ -56,7 +56,8 @@ def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: 
     points = []
     for i, combo in enumerate(itertools.product(*(form.axes[k] for k in keys))):
         values = dict(zip(keys, combo, strict=True))
-        overrides = [*target.set, *form.set, *(f"{k}={v}" for k, v in values.items() if not is_label(k))]
+        overrides = [*target.set, *form.set, *(f"{k}={v}" for k, v in values.items()
+                                                       if target.engine == "model" or not is_label(k))]
         for w in target.when:
             if all(str(values.get(k)) == str(v) for k, v in w.where.items()):
                 overrides += w.set
@@ -148,4 +149,23 @@ def run_simulated(target: Target, root: Path, point: Point, run_dir: Path, log: 
     return {"metrics": metrics_of(summary, summary.get("merge_plan"), 1.0), "extra": {}}
 
 
-RUNNERS = {"emulate": run_emulated, "simulate": run_simulated}
+def run_modelled(target: Target, root: Path, point: Point, run_dir: Path, log: Callable[[str], None]) -> dict:
+    """Stanza's performance models (eq. 2-7) at the point's inputs (:mod:`synclab.reproduce.perfmodel`);
+    T_ps is the calibration row (model.name, ``calibration_gpu``, model.batch_size)."""
+    from synclab.reproduce.calibration import load_calibration
+    from synclab.reproduce.perfmodel import boundary_profile, evaluate, parse_inputs
+
+    inputs = parse_inputs(point.overrides)
+    entry = load_calibration(root / "profiles" / "calibration.yaml").find(
+        inputs.model, target.calibration_gpu, inputs.batch_size)
+    path, boundary = boundary_profile(inputs.model, inputs.batch_size)
+    metrics = evaluate(inputs, entry.seconds, boundary)
+    extra = {"calibration": {"model": entry.model, "gpu": entry.gpu, "batch_size": entry.batch_size,
+                             "seconds": entry.seconds, "kind": entry.kind, "source": entry.source},
+             "boundary_profile": path.name}
+    (run_dir / "model.json").write_text(json.dumps({"inputs": inputs.__dict__, **extra, "metrics": metrics},
+                                                   indent=1) + "\n")
+    return {"metrics": metrics, "extra": extra}
+
+
+RUNNERS = {"emulate": run_emulated, "simulate": run_simulated, "model": run_modelled}

@@ -95,11 +95,15 @@ class Claim(_Strict):
     source: str
     paper_value: float
     unit: str = ""
-    kind: Literal["value", "ratio", "argmax"] = "value"
+    kind: Literal["value", "ratio", "argmax", "ratio_growth"] = Field(
+        "value", description="ratio_growth: (num/den) / (base_num/base_den), how a ratio changes between two "
+                             "settings, e.g. a speedup at 4 workers over the one at 2 ('more salient as it grows')")
     value: Selector | None = None
     over: str | None = Field(None, description="argmax: the axis whose value at the metric's maximum is compared")
     num: Selector | None = None
     den: Selector | None = None
+    base_num: Selector | None = None
+    base_den: Selector | None = None
     scale: float = Field(1.0, description="SyncLab value x scale before comparing (unit conversion)")
     judge: Judge = Field(default_factory=Judge)
     caveat: str = Field("", description="what, known before running, makes SyncLab differ (C1-C5)")
@@ -112,6 +116,8 @@ class Claim(_Strict):
             raise ValueError("kind 'ratio' needs 'num' and 'den'")
         if self.kind == "argmax" and (self.value is None or not self.over):
             raise ValueError("kind 'argmax' needs 'value' (the other axes + metric) and 'over' (the swept axis)")
+        if self.kind == "ratio_growth" and None in (self.num, self.den, self.base_num, self.base_den):
+            raise ValueError("kind 'ratio_growth' needs 'num', 'den', 'base_num' and 'base_den'")
         return self
 
 
@@ -128,7 +134,7 @@ class Figure(_Strict):
     layout: Literal["lines", "fit", "traffic"]
     x: str = Field(description="axis key (lines); traffic: the axis whose values are the bars' colours")
     y: str = Field(description="metric drawn")
-    series: str | None = None
+    series: str | None = Field(None, description="axis key, or several comma-separated (one line each combination)")
     panel: str | None = Field(None, description="axis key with one panel per value")
     logx: bool = False
     logy: bool = False
@@ -154,11 +160,14 @@ class Target(_Strict):
     title: str
     compares: str
     setting: str
-    engine: Literal["emulate", "simulate"]
+    engine: Literal["emulate", "simulate", "model"] = Field(
+        description="emulate: synclab run; simulate: synclab.sim; model: Stanza's eq. 2-7 (reproduce.perfmodel)")
     spec: str = Field(description="base spec, relative to the repository root")
     set: list[str] = Field(default_factory=list)
     when: list[When] = Field(default_factory=list)
     calibration: Calibration | None = None
+    calibration_gpu: str | None = Field(None, description="engine model only: every point's T_ps is the "
+                                                          "calibration row (model.name, this GPU, model.batch_size)")
     dilation: Literal["rule", "none"] = "rule"
     startup_s: float | None = Field(None, ge=0, description="simulate only: per-message start-up cost")
     full: Form
@@ -170,8 +179,19 @@ class Target(_Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     @model_validator(mode="after")
+    def _engine_model(self) -> Target:
+        if self.engine == "model" and (self.calibration_gpu is None or self.calibration is not None):
+            raise ValueError("engine 'model' takes 'calibration_gpu' (a row per point) and no 'calibration'")
+        if self.engine != "model" and self.calibration_gpu is not None:
+            raise ValueError("'calibration_gpu' is for engine 'model' only; use 'calibration'")
+        return self
+
+    @model_validator(mode="after")
     def _labels_have_overrides(self) -> Target:
-        """Every value of a label axis must be named by some ``when`` (else the label would change nothing)."""
+        """Every value of a label axis must be named by some ``when`` (else the label would change nothing).
+        Engine ``model`` takes no spec: every axis key is one of its inputs (``nodes`` included)."""
+        if self.engine == "model":
+            return self
         for name in ("quick", "full"):
             for key, values in getattr(self, name).axes.items():
                 if not is_label(key):

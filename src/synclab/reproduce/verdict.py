@@ -65,6 +65,9 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
                            f"curve is flat here" + (f". Known difference: {claim.caveat.strip()}" if claim.caveat
                                                      else ""))
             return out
+    elif claim.kind == "ratio_growth":
+        parts = [read(rows, sel) for sel in (claim.num, claim.den, claim.base_num, claim.base_den)]
+        value = None if None in parts else (parts[0] / parts[1]) / (parts[2] / parts[3])
     else:
         num, den = read(rows, claim.num), read(rows, claim.den)
         value = None if num is None or den is None else num / den

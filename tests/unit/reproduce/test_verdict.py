@@ -82,3 +82,34 @@ def test_a_direction_claim_needs_the_value_past_the_noise_margin():
     assert judge(_direction_claim("below"), _pair(1.2, 1.0))["verdict"] == NOT
     assert judge(_direction_claim("above"), _pair(1.2, 1.0))["verdict"] == REPRODUCED
     assert judge(_direction_claim("above"), _pair(0.5, 1.0))["verdict"] == NOT
+
+
+def _growth(**judge_):
+    def sel(n, s):
+        return {"where": {"cluster.workers": n, "strategy.name": s}, "metric": "iteration_s"}
+    return Claim.model_validate({
+        "id": "grows", "quote": "the savings are more salient when the cluster grows", "source": "Stanza §6.2",
+        "paper_value": 1.0, "kind": "ratio_growth", "num": sel(4, "ps"), "den": sel(4, "stanza"),
+        "base_num": sel(2, "ps"), "base_den": sel(2, "stanza"), "judge": {"direction": "above", **judge_}})
+
+
+def _times(ps2, st2, ps4, st4):
+    return [{"cluster.workers": n, "strategy.name": s, "iteration_s": t}
+            for n, s, t in ((2, "ps", ps2), (2, "stanza", st2), (4, "ps", ps4), (4, "stanza", st4))]
+
+
+def test_ratio_growth_is_the_ratio_of_two_ratios():
+    out = judge(_growth(margin=0.05), _times(1.68, 0.82, 3.49, 1.13))
+    assert abs(out["synclab_value"] - (3.49 / 1.13) / (1.68 / 0.82)) < 1e-12 and out["verdict"] == REPRODUCED
+    assert judge(_growth(margin=0.05), _times(1.6, 0.8, 3.0, 1.45))["verdict"] == PARTLY  # 2.0 -> 2.07: +3 %
+    assert judge(_growth(margin=0.05), _times(1.6, 0.8, 3.0, 1.7))["verdict"] == NOT
+
+
+def test_ratio_growth_not_run_without_its_base_and_needs_four_selectors():
+    import pytest
+
+    assert judge(_growth(), _times(1.68, 0.82, 3.49, 1.13)[2:])["verdict"] == NOT_RUN
+    data = _growth().model_dump()
+    del data["base_den"]
+    with pytest.raises(ValueError, match="needs 'num', 'den', 'base_num' and 'base_den'"):
+        Claim.model_validate(data)
