@@ -62,20 +62,33 @@ class Scale:
         return self.entry.seconds / self.profile_seconds
 
     def describe(self) -> str:
+        other = "" if f"-b{self.entry.batch_size}-" in self.profile else " (another batch: replay's fallback)"
         return (f"{self.entry.model} b{self.entry.batch_size} on {self.entry.gpu}: {self.entry.seconds:.3f} s "
-                f"({self.entry.kind}) / {self.profile} {self.profile_seconds:.2f} s = compute.scale "
+                f"({self.entry.kind}) / {self.profile}{other} {self.profile_seconds:.2f} s = compute.scale "
                 f"{self.scale:.5f}")
 
 
 def compute_scale(entry: CalibrationEntry) -> Scale:
-    """The scale that turns the checked-in CPU profile of ``entry``'s model and batch into its GPU time."""
-    from synclab.compute.profile import available_profiles, load_model_profile
+    """The scale that turns the checked-in CPU profile of ``entry``'s model and batch into its GPU time.
 
-    for model, batch, device, path in available_profiles(entry.model):
-        if batch == entry.batch_size and device == "cpu":
-            p = load_model_profile(path)
-            return Scale(entry, path.name, p.iteration_seconds)
-    raise KeyError(f"no checked-in CPU profile of {entry.model} at batch {entry.batch_size}")
+    Without a CPU profile at that batch, the profile replay itself falls back to
+    (:func:`synclab.compute.profile.find_default_profile`: the paper's batch, else the smallest) is the
+    one scaled, so that a run at ``model.batch_size`` = the entry's batch replays exactly ``seconds`` per
+    iteration; its per-layer shares are then another batch's (caveat C1 as well), which
+    :meth:`Scale.describe` says by naming the profile."""
+    from synclab.compute.profile import available_profiles, find_default_profile, load_model_profile
+
+    cpu = [(batch, path) for _, batch, device, path in available_profiles(entry.model) if device == "cpu"]
+    for batch, path in cpu:
+        if batch == entry.batch_size:
+            return Scale(entry, path.name, load_model_profile(path).iteration_seconds)
+    if not cpu:
+        raise KeyError(f"no checked-in CPU profile of {entry.model}")
+    path, _ = find_default_profile(entry.model, entry.batch_size)
+    if path not in {p for _, p in cpu}:
+        raise KeyError(f"no checked-in CPU profile of {entry.model} at batch {entry.batch_size}, and replay "
+                       f"would use {path.name}, not a CPU profile")
+    return Scale(entry, path.name, load_model_profile(path).iteration_seconds)
 
 
 def dilation_for(concurrent_bps: float, budget_bps: float = HOST_BUDGET_BPS) -> int:

@@ -83,3 +83,21 @@ def test_label_axis_value_without_when_is_refused(tmp_path):
     data["when"] = [{"where": {"delay_steps": 0}, "set": ["strategy.name=ps"]}]
     with pytest.raises(TargetError, match=r"quick\.axes\.delay_steps: label value\(s\) \[5\]"):
         load_target(_write(tmp_path, data))
+
+
+def test_calibration_without_profile_at_its_batch_scales_replays_fallback():
+    """ResNet-152 b128 on V100 (MG-WFBP Table 4's batch) has only a b32 CPU profile: the scale is taken against
+    the profile replay itself falls back to, so a run at batch 128 replays the calibrated seconds."""
+    from synclab.compute.profile import find_default_profile, load_model_profile
+    from synclab.reproduce.calibration import CalibrationEntry
+
+    table = load_calibration(ROOT / "profiles" / "calibration.yaml")
+    s = compute_scale(table.find("resnet152", "v100", 128))
+    path, _ = find_default_profile("resnet152", 128)
+    assert s.profile == path.name == "resnet152-b32-cpu.json"
+    assert s.scale * load_model_profile(path).iteration_seconds == pytest.approx(1.667)
+    assert "another batch" in s.describe()
+    assert "another batch" not in compute_scale(table.find("resnet50", "v100", 32)).describe()
+    with pytest.raises(KeyError, match="no checked-in CPU profile of nosuchmodel"):
+        compute_scale(CalibrationEntry(model="nosuchmodel", gpu="v100", batch_size=32, seconds=1.0,
+                                       kind="derived", source="test"))
