@@ -88,9 +88,12 @@ class Claim(_Strict):
     source: str
     paper_value: float
     unit: str = ""
-    kind: Literal["value", "ratio", "argmax"] = "value"
+    kind: Literal["value", "ratio", "argmax", "max_ratio"] = "value"
     value: Selector | None = None
-    over: str | None = Field(None, description="argmax: the axis whose value at the metric's maximum is compared")
+    over: str | None = Field(None, description="argmax: the axis whose value at the metric's maximum is compared; "
+                                               "max_ratio: the axis the ratio is maximized over")
+    at: Scalar | None = Field(None, description="max_ratio: judge the ratio at this value of 'over' as a share of "
+                                                "the maximum ratio (\"the benefit diminishes at low bandwidth\")")
     num: Selector | None = None
     den: Selector | None = None
     scale: float = Field(1.0, description="SyncLab value x scale before comparing (unit conversion)")
@@ -105,6 +108,16 @@ class Claim(_Strict):
             raise ValueError("kind 'ratio' needs 'num' and 'den'")
         if self.kind == "argmax" and (self.value is None or not self.over):
             raise ValueError("kind 'argmax' needs 'value' (the other axes + metric) and 'over' (the swept axis)")
+        if self.kind == "max_ratio":
+            if self.num is None or self.den is None or not self.over:
+                raise ValueError("kind 'max_ratio' needs 'num', 'den' (the other axes + metric) and 'over' "
+                                 "(the axis the ratio is maximized over)")
+            for name, sel in (("num", self.num), ("den", self.den)):
+                if self.over in sel.where:
+                    raise ValueError(f"kind 'max_ratio': {name}.where must not fix {self.over!r}, the axis "
+                                     f"maximized over")
+        elif self.at is not None:
+            raise ValueError("'at' belongs to kind 'max_ratio' only")
         return self
 
 
