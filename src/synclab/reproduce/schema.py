@@ -76,7 +76,9 @@ class Judge(_Strict):
     same_side_of_one: bool = False
     margin: float = Field(0.0, ge=0, description="argmax: the peak must beat every other point by this share, "
                                                  "else the curve is flat (no peak: not reproduced); "
-                                                 "direction: the share by which the value must pass the reference")
+                                                 "direction: the share by which the value must pass the reference; "
+                                                 "same_side_of_one: the share by which a ratio must differ from 1 "
+                                                 "to count as a direction")
     direction: Literal["above", "below"] | None = None
 
 

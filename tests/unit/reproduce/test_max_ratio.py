@@ -59,3 +59,11 @@ def test_max_ratio_needs_its_axis_free_and_at_only_with_it():
     with pytest.raises(ValueError, match="'at'"):
         Claim.model_validate({"id": "x", "quote": "q", "source": "s", "paper_value": 1, "kind": "ratio", "at": "2gbit",
                               "num": {"where": {}, "metric": "m"}, "den": {"where": {}, "metric": "m"}})
+
+
+def test_a_ratio_within_the_noise_margin_of_one_shows_no_direction():
+    noisy = _claim(judge={"within": 0.1, "same_side_of_one": True, "margin": 0.03})
+    out = judge(noisy, _rows([100, 200, 300], [100.5, 201, 300]))  # max 1.005: on the paper's side, but noise
+    assert out["verdict"] == NOT and "noise margin" in out["why"]
+    assert judge(noisy, _rows([100, 200, 300], [105, 210, 300]))["verdict"] == PARTLY  # 1.05: past the margin
+    assert judge(_claim(), _rows([100, 200, 300], [100.5, 201, 300]))["verdict"] == PARTLY  # margin 0: as before
