@@ -83,7 +83,9 @@ class Judge(_Strict):
     same_side_of_one: bool = False
     margin: float = Field(0.0, ge=0, description="argmax: the peak must beat every other point by this share, "
                                                  "else the curve is flat (no peak: not reproduced); "
-                                                 "direction: the share by which the value must pass the reference")
+                                                 "direction: the share by which the value must pass the reference; "
+                                                 "same_side_of_one: the share by which a ratio must differ from 1 "
+                                                 "to count as a direction")
     direction: Literal["above", "below"] | None = None
 
 
@@ -95,11 +97,15 @@ class Claim(_Strict):
     source: str
     paper_value: float
     unit: str = ""
-    kind: Literal["value", "ratio", "argmax", "ratio_growth"] = Field(
+    kind: Literal["value", "ratio", "argmax", "ratio_growth", "max_ratio"] = Field(
         "value", description="ratio_growth: (num/den) / (base_num/base_den), how a ratio changes between two "
-                             "settings, e.g. a speedup at 4 workers over the one at 2 ('more salient as it grows')")
+                             "settings, e.g. a speedup at 4 workers over the one at 2 ('more salient as it grows'); "
+                             "max_ratio: the largest num/den over the values of axis 'over'")
     value: Selector | None = None
-    over: str | None = Field(None, description="argmax: the axis whose value at the metric's maximum is compared")
+    over: str | None = Field(None, description="argmax: the axis whose value at the metric's maximum is compared; "
+                                               "max_ratio: the axis the ratio is maximized over")
+    at: Scalar | None = Field(None, description="max_ratio: judge the ratio at this value of 'over' as a share of "
+                                                "the maximum ratio (\"the benefit diminishes at low bandwidth\")")
     num: Selector | None = None
     den: Selector | None = None
     base_num: Selector | None = None
@@ -118,6 +124,16 @@ class Claim(_Strict):
             raise ValueError("kind 'argmax' needs 'value' (the other axes + metric) and 'over' (the swept axis)")
         if self.kind == "ratio_growth" and None in (self.num, self.den, self.base_num, self.base_den):
             raise ValueError("kind 'ratio_growth' needs 'num', 'den', 'base_num' and 'base_den'")
+        if self.kind == "max_ratio":
+            if self.num is None or self.den is None or not self.over:
+                raise ValueError("kind 'max_ratio' needs 'num', 'den' (the other axes + metric) and 'over' "
+                                 "(the axis the ratio is maximized over)")
+            for name, sel in (("num", self.num), ("den", self.den)):
+                if self.over in sel.where:
+                    raise ValueError(f"kind 'max_ratio': {name}.where must not fix {self.over!r}, the axis "
+                                     f"maximized over")
+        elif self.at is not None:
+            raise ValueError("'at' belongs to kind 'max_ratio' only")
         return self
 
 

@@ -45,6 +45,38 @@ def argmax(rows: list[dict[str, Any]], sel: Selector, over: str) -> tuple[float,
     return float(ranked[0][over]), (best - second) / best if best else 0.0
 
 
+def ratios_over(rows: list[dict[str, Any]], num: Selector, den: Selector, over: str) -> dict[str, float]:
+    """num/den at every value of axis ``over`` where both points were run (str(axis value) -> ratio)."""
+    out = {}
+    for v in dict.fromkeys(str(r[over]) for r in rows if over in r):  # in the order the points ran
+        n = read(rows, Selector(where={**num.where, over: v}, metric=num.metric))
+        d = read(rows, Selector(where={**den.where, over: v}, metric=den.metric))
+        if n is not None and d is not None:
+            if d == 0:
+                raise ValueError(f"metric {den.metric!r} is 0 at {den.where} {over}={v}; no ratio")
+            out[v] = n / d
+    return out
+
+
+def max_ratio(claim: Claim, rows: list[dict[str, Any]]) -> tuple[float | None, str]:
+    """The largest num/den over the values of ``claim.over`` (P3 §5.2 "the maximum speed up"), or with
+    ``claim.at`` the ratio at that value as a share of the largest; with the values it was taken over."""
+    ratios = ratios_over(rows, claim.num, claim.den, claim.over)
+    if not ratios:
+        return None, ""
+    best = max(ratios, key=ratios.get)
+    listed = ", ".join(f"{v}: {r:.3g}" for v, r in ratios.items())
+    how = f"ratio by {claim.over} ({listed}); maximum {ratios[best]:.3g} at {best}"
+    if len(ratios) == 1:
+        how += " (one value only: the maximum over a sweep of one point)"
+    if claim.at is None:
+        return ratios[best], how
+    at = str(claim.at)
+    if at not in ratios or len(ratios) < 2:
+        return None, how
+    return ratios[at] / ratios[best], how + f"; at {at} it is {ratios[at] / ratios[best]:.3g} of the maximum"
+
+
 def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
@@ -68,6 +100,10 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
     elif claim.kind == "ratio_growth":
         parts = [read(rows, sel) for sel in (claim.num, claim.den, claim.base_num, claim.base_den)]
         value = None if None in parts else (parts[0] / parts[1]) / (parts[2] / parts[3])
+    elif claim.kind == "max_ratio":
+        value, how = max_ratio(claim, rows)
+        if how:
+            out["over_values"] = how
     else:
         num, den = read(rows, claim.num), read(rows, claim.den)
         value = None if num is None or den is None else num / den
@@ -86,7 +122,9 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
         verdict = REPRODUCED
         why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%}, within ±{j.within:.0%}"
     else:
-        same_side = j.same_side_of_one and (value - 1) * (p - 1) > 0
+        # same side of 1 counts only beyond the noise margin: a 1.0001 ratio is no direction at all
+        same_side = j.same_side_of_one and (value - 1) * (p - 1) > 0 and abs(value - 1) > j.margin
+        noise = j.same_side_of_one and (value - 1) * (p - 1) > 0 and not same_side
         near = j.partly_factor is not None and factor <= j.partly_factor
         verdict = PARTLY if (same_side or near) else NOT
         why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%} (x{factor:.2g} apart)"
@@ -94,8 +132,12 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
             why += "; same direction as the paper (ratio on the same side of 1), different size"
         elif near:
             why += f"; within the factor {j.partly_factor:g} counted as partly"
+        elif noise:
+            why += f"; within the {j.margin:.0%} noise margin of 1: no measurable effect"
         elif j.same_side_of_one:
             why += "; opposite direction to the paper"
+    if out.get("over_values"):
+        why += f" [{out['over_values']}]"
     if claim.caveat:
         why += f". Known difference: {claim.caveat.strip()}"
     out.update(verdict=verdict, why=why)

@@ -1,0 +1,69 @@
+"""The max_ratio claim: the largest speed-up over a swept axis (P3 §5.2 "the maximum speed up obtained is 18%"),
+and with ``at`` how much of that maximum is left at one axis value ("benefits of P3 diminish ...")."""
+
+import pytest
+
+from synclab.reproduce.schema import Claim
+from synclab.reproduce.verdict import NOT, NOT_RUN, PARTLY, REPRODUCED, judge
+
+RATES = ["2gbit", "4gbit", "10gbit"]
+
+
+def _claim(**extra):
+    judge_ = extra.pop("judge", {"within": 0.05, "same_side_of_one": True})
+    return Claim.model_validate({
+        "id": "max-gain", "quote": "the maximum speed up obtained is 18%", "source": "P3 §5.2", "paper_value": 1.18,
+        "kind": "max_ratio", "over": "network.rate",
+        "num": {"where": {"strategy.name": "p3"}, "metric": "throughput"},
+        "den": {"where": {"strategy.name": "ps"}, "metric": "throughput"}, "judge": judge_, **extra})
+
+
+def _rows(ps, p3, rates=RATES):
+    return ([{"network.rate": r, "strategy.name": "ps", "throughput": t} for r, t in zip(rates, ps)]
+            + [{"network.rate": r, "strategy.name": "p3", "throughput": t} for r, t in zip(rates, p3)])
+
+
+def test_the_maximum_over_the_axis_is_judged_not_any_one_point():
+    out = judge(_claim(), _rows([100, 200, 300], [110, 236, 300]))  # 1.10, 1.18, 1.00
+    assert out["synclab_value"] == pytest.approx(1.18) and out["verdict"] == REPRODUCED
+    assert "maximum 1.18 at 4gbit" in out["why"]
+
+
+def test_a_smaller_maximum_is_partly_and_a_loss_everywhere_not():
+    assert judge(_claim(), _rows([100, 200, 300], [105, 210, 300]))["verdict"] == PARTLY  # 1.05: same side
+    assert judge(_claim(), _rows([100, 200, 300], [90, 190, 290]))["verdict"] == NOT      # below 1 everywhere
+
+
+def test_only_rates_where_both_ran_count_and_none_is_not_run():
+    rows = _rows([100, 200], [118, 150], RATES[:2]) + [{"network.rate": "10gbit", "strategy.name": "p3",
+                                                        "throughput": 900}]
+    assert judge(_claim(), rows)["synclab_value"] == pytest.approx(1.18)
+    assert judge(_claim(), _rows([100], [118], ["2gbit"])[:1])["verdict"] == NOT_RUN
+
+
+def test_at_gives_the_share_of_the_maximum_left_there():
+    claim = _claim(paper_value=1.0, at="2gbit", judge={"direction": "below", "margin": 0.03})
+    out = judge(claim, _rows([100, 200, 300], [105, 276, 310]))  # 1.05 at 2gbit, max 1.38 at 4gbit
+    assert out["synclab_value"] == pytest.approx(1.05 / 1.38) and out["verdict"] == REPRODUCED
+    assert judge(claim, _rows([100, 200, 300], [138, 276, 310]))["verdict"] == NOT  # the max is at 2gbit
+    assert judge(claim, _rows([100], [105], ["2gbit"]))["verdict"] == NOT_RUN       # one rate: no share
+
+
+def test_max_ratio_needs_its_axis_free_and_at_only_with_it():
+    with pytest.raises(ValueError, match="'over'"):
+        _claim(over=None)
+    with pytest.raises(ValueError, match="must not fix"):
+        Claim.model_validate({"id": "x", "quote": "q", "source": "s", "paper_value": 1, "kind": "max_ratio",
+                              "over": "network.rate", "num": {"where": {"network.rate": "4gbit"}, "metric": "m"},
+                              "den": {"where": {}, "metric": "m"}})
+    with pytest.raises(ValueError, match="'at'"):
+        Claim.model_validate({"id": "x", "quote": "q", "source": "s", "paper_value": 1, "kind": "ratio", "at": "2gbit",
+                              "num": {"where": {}, "metric": "m"}, "den": {"where": {}, "metric": "m"}})
+
+
+def test_a_ratio_within_the_noise_margin_of_one_shows_no_direction():
+    noisy = _claim(judge={"within": 0.1, "same_side_of_one": True, "margin": 0.03})
+    out = judge(noisy, _rows([100, 200, 300], [100.5, 201, 300]))  # max 1.005: on the paper's side, but noise
+    assert out["verdict"] == NOT and "noise margin" in out["why"]
+    assert judge(noisy, _rows([100, 200, 300], [105, 210, 300]))["verdict"] == PARTLY  # 1.05: past the margin
+    assert judge(_claim(), _rows([100, 200, 300], [100.5, 201, 300]))["verdict"] == PARTLY  # margin 0: as before
