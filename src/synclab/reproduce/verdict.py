@@ -123,8 +123,9 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
         why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%}, within ±{j.within:.0%}"
     else:
         # same side of 1 counts only beyond the noise margin: a 1.0001 ratio is no direction at all
-        same_side = j.same_side_of_one and (value - 1) * (p - 1) > 0 and abs(value - 1) > j.margin
-        noise = j.same_side_of_one and (value - 1) * (p - 1) > 0 and not same_side
+        on_side = j.same_side_of_one and (value - 1) * (p - 1) > 0
+        same_side = on_side and abs(value - 1) > j.margin
+        noise = on_side and not same_side
         near = j.partly_factor is not None and factor <= j.partly_factor
         verdict = PARTLY if (same_side or near) else NOT
         why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%} (x{factor:.2g} apart)"
