@@ -82,8 +82,22 @@ def test_dilation_divides_rates_and_stretches_delays():
     assert d.roles["ps"].rate_bps == 500_000_000
     plain = profile_from_mapping({"name": "y", "rate": "1gbit"})
     assert dilate(plain, 8).effective_queue_bytes == plain.effective_queue_bytes  # derived from the emulated rate
-    assert dilate(plain, 8).effective_burst_bytes == plain.effective_burst_bytes
     assert dilate(p, 1) is p
+
+
+def test_a_derived_burst_under_dilation_comes_from_the_host_rate():
+    """8 ms of the emulated 10 Gbit/s (10 MB) kept in bytes would pass whole messages for free at R/D."""
+    ten = profile_from_mapping({"name": "t", "rate": "10gbit"})
+    d = dilate(ten, 32)
+    assert d.burst_bytes is None
+    assert d.effective_burst_bytes == max(64 << 10, int(10**10 / 32 / 8 * 0.004))  # 4 ms of 312.5 Mbit/s
+    assert d.effective_burst_bytes < ten.effective_burst_bytes / 30
+    assert d.effective_queue_bytes == ten.effective_queue_bytes
+    # a configured burst keeps its bytes, but not below what the kernel needs at the host rate
+    small = profile_from_mapping({"name": "s", "rate": "10gbit", "burst": "64KiB"})
+    assert dilate(small, 32).burst_bytes == d.bucket(kernel=True).burst_bytes > 64 << 10
+    big = profile_from_mapping({"name": "b", "rate": "10gbit", "burst": "4MB"})
+    assert dilate(big, 32).burst_bytes == 4 * 10**6
     s = parse_spec({"network": {"profile": "4gbit"}, "compute": {"mode": "replay"}, "run": {"dilation": 2}})
     assert node_profile(s, "worker").rate_bps == load_profile("4gbit").rate_bps // 2
 
