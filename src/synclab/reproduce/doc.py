@@ -48,6 +48,23 @@ def _points_table(out: Path, axes: list[str]) -> list[str]:
     return lines + [""]
 
 
+def _time_note(v: dict[str, Any]) -> str:
+    """Which clock the points ran on: simulated, the model, or emulated with the dilations used (or, for a
+    target with per-point engines, which points were emulated and which simulated)."""
+    rule = "(rule: concurrent emulated traffic / D ≤ 1.5 Gbit/s)"
+    if v.get("engine") == "mixed":
+        engines = v.get("engines", {})
+        emu = sorted({v["dilation"][k] for k, e in engines.items() if e == "emulate"})
+        sim = [k for k, e in engines.items() if e == "simulate"]
+        return (f"emulated points with dilation D = {', '.join(str(d) for d in emu) or '-'} {rule}; simulated "
+                f"points ({', '.join(f'`{k}`' for k in sim) or 'none'}) on the simulated clock")
+    if v.get("engine") == "simulate":
+        return "simulated clock (no dilation)"
+    if v.get("engine") == "model":
+        return "Stanza's performance models eq. 2-7 evaluated (no clock)"
+    return f"dilation D = {', '.join(str(d) for d in sorted(set(v['dilation'].values())))} {rule}"
+
+
 def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
     lines = [f"## {v['paper']} {v['figure']} — {v['title']} (`{v['target']}`, {v['form']} form)", "",
              f"**Compares:** {v['compares']}", "", f"**Setting:** {v['setting']}", ""]
@@ -57,10 +74,7 @@ def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
     if v.get("startup_s") is not None:
         lines += [f"**Simulated per-message start-up:** {v['startup_s'] * 1e6:.3g} µs", ""]
     axes = "; ".join(f"`{k}` ∈ {{{', '.join(str(x) for x in vals)}}}" for k, vals in v["axes"].items())
-    dil = sorted(set(v["dilation"].values()))
-    time_note = ("simulated clock (no dilation)" if v.get("engine") == "simulate" else
-                 "Stanza's performance models eq. 2-7 evaluated (no clock)" if v.get("engine") == "model" else
-                 f"dilation D = {', '.join(str(d) for d in dil)} (rule: concurrent emulated traffic / D ≤ 1.5 Gbit/s)")
+    time_note = _time_note(v)
     lines += [f"**Points ({v['form']} form):** {axes} — {v['points']} points, {time_note}. "
               f"Host time {_minutes(v['host_seconds'])} (estimate {_minutes(v['estimate_s'])}); "
               f"command `{v['command']}`.", ""]

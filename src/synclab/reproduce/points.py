@@ -30,6 +30,7 @@ class Point:
     overrides: list[str]
     dilation: int = 1
     concurrent_bps: float | None = None
+    engine: str = "emulate"
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -64,8 +65,10 @@ def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: 
         if scale is not None:
             overrides.append(f"compute.scale={scale.scale:.6g}")
         overrides += list(extra)
-        p = Point(i, values, overrides)
-        if target.engine == "emulate" and target.dilation == "rule":
+        p = Point(i, values, overrides, engine=target.engine_of(values))
+        if target.mixed:
+            p.notes.append(f"engine: {p.engine}")
+        if p.engine == "emulate" and target.dilation == "rule":
             nodes, rate = _nodes(target, root, overrides)
             if rate:
                 p.concurrent_bps = nodes * rate

@@ -77,7 +77,6 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = console or Console(stderr=True)
-    run_point = run_point or RUNNERS[target.engine]
     scale = calibrate(target, root)
     if scale is not None:
         console.print(f"calibration: {scale.describe()}")
@@ -102,13 +101,14 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
                 run_dir.mkdir(parents=True, exist_ok=True)
                 t0 = time.monotonic()
                 try:
-                    result = run_point(target, root, p, run_dir, progress.console.print)
+                    result = (run_point or RUNNERS[p.engine])(target, root, p, run_dir, progress.console.print)
                 except Exception as e:  # a failed point is reported; the others still run
                     failures.append(f"{p.id}: {e}")
                     progress.console.print(f"  [red]point {p.id} failed:[/] {e}")
                     progress.advance(task)
                     continue
-                record = {"id": p.id, "values": p.values, "overrides": p.overrides, "dilation": p.dilation,
+                record = {"id": p.id, "values": p.values, "overrides": p.overrides, "engine": p.engine,
+                          "dilation": p.dilation,
                           "notes": p.notes, "host_seconds": time.monotonic() - t0, **result}
                 path.write_text(json.dumps(record, indent=1, default=str) + "\n")
             records.append(record)
@@ -120,7 +120,9 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
     form = target.form(quick)
     verdict = {
         "target": target.id, "paper": target.paper, "figure": target.figure, "title": target.title,
-        "compares": target.compares, "setting": target.setting, "engine": target.engine,
+        "compares": target.compares, "setting": target.setting,
+        "engine": "mixed" if target.mixed else target.engine,
+        "engines": {r["id"]: r.get("engine", target.engine) for r in records},
         "form": "quick" if quick else "full", "axes": form.axes,
         "command": f"synclab reproduce {target.id}{' --quick' if quick else ''}",
         "calibration": None if scale is None else {"describe": scale.describe(), "scale": scale.scale,

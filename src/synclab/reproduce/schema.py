@@ -57,10 +57,21 @@ class Form(_Strict):
 
 
 class When(_Strict):
-    """Overrides only for the points whose axis values match ``where`` (e.g. one strategy's options)."""
+    """Overrides only for the points whose axis values match ``where`` (e.g. one strategy's options).
+
+    ``engine``: run those points with another engine than the target's (``emulate`` or ``simulate``), e.g.
+    the largest clusters of a scaling figure simulated beside emulated small ones (P3 Fig. 10); the last
+    matching entry that names one decides. Every point records the engine that gave it."""
 
     where: dict[str, Scalar] = Field(min_length=1)
-    set: list[str] = Field(min_length=1)
+    set: list[str] = Field(default_factory=list)
+    engine: Literal["emulate", "simulate"] | None = None
+
+    @model_validator(mode="after")
+    def _does_something(self) -> When:
+        if not self.set and self.engine is None:
+            raise ValueError("a 'when' entry needs 'set' (overrides) or 'engine', else it changes nothing")
+        return self
 
 
 class Selector(_Strict):
@@ -200,7 +211,22 @@ class Target(_Strict):
             raise ValueError("engine 'model' takes 'calibration_gpu' (a row per point) and no 'calibration'")
         if self.engine != "model" and self.calibration_gpu is not None:
             raise ValueError("'calibration_gpu' is for engine 'model' only; use 'calibration'")
+        if self.engine == "model" and any(w.engine for w in self.when):
+            raise ValueError("engine 'model' takes no per-point 'when.engine' (its points are not runs)")
         return self
+
+    def engine_of(self, values: dict[str, Scalar]) -> str:
+        """The engine of the point with these axis values: the last matching ``when.engine``, else the target's."""
+        engine = self.engine
+        for w in self.when:
+            if w.engine and all(str(values.get(k)) == str(v) for k, v in w.where.items()):
+                engine = w.engine
+        return engine
+
+    @property
+    def mixed(self) -> bool:
+        """Some ``when`` entry runs its points with another engine than the target's."""
+        return any(w.engine and w.engine != self.engine for w in self.when)
 
     @model_validator(mode="after")
     def _labels_have_overrides(self) -> Target:
