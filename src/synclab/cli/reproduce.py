@@ -57,7 +57,7 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
         for col in ("target", "paper", "figure", "compares", "engine", "quick", "full"):
             t.add_column(col)
         for x in targets:
-            t.add_row(x.id, x.paper, x.figure, x.compares, x.engine,
+            t.add_row(x.id, x.paper, x.figure, x.compares, "emulate+simulate" if x.mixed else x.engine,
                       f"{len(_points(x.quick))} pts, ~{_minutes(x.quick.estimate_s)}",
                       f"{len(_points(x.full))} pts, ~{_minutes(x.full.estimate_s)}")
         Console(width=160).print(t)

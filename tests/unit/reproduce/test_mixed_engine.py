@@ -100,3 +100,17 @@ def test_runner_dispatches_each_point_to_its_engine(tmp_path, monkeypatch):
     assert v["claims"][0]["synclab_value"] == 2.0
     note = _time_note(v)
     assert "D = 32" in note and "`workers=8_name=ps`" in note and "workers=2" not in note
+
+
+def test_list_names_both_engines_of_a_mixed_target(monkeypatch):
+    from typer.testing import CliRunner
+
+    from synclab.cli import app
+
+    monkeypatch.chdir(ROOT)
+    r = CliRunner().invoke(app, ["reproduce", "--list"])
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if "p3-fig10-vgg19" in line)
+    assert "emulate+simulate" in row
+    row = next(line for line in r.output.splitlines() if "p3-fig7-vgg19" in line)
+    assert "emulate+simulate" not in row and "emulate" in row
