@@ -22,6 +22,7 @@ def _num(v: Any) -> float:
 def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
     f = target.figure_spec
     series: dict[str, list[tuple[float, float]]] = {}
+    simulated: dict[str, list[tuple[float, float]]] = {}
     for r in records:
         y = r["metrics"].get(f.y)
         if y is None:
@@ -29,11 +30,16 @@ def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
         name = (" ".join(str(r["values"].get(k.strip(), "")) for k in f.series.split(",")) if f.series
                 else "SyncLab")  # several axis keys, comma-separated: one line per combination
         series.setdefault(name, []).append((_num(r["values"][f.x]), float(y)))
+        if target.mixed and r.get("engine") == "simulate":
+            simulated.setdefault(name, []).append((_num(r["values"][f.x]), float(y)))
     colors = {}
     for name, pts in sorted(series.items()):
         pts.sort()
         (line,) = ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{name} (SyncLab)")
         colors[name] = line.get_color()
+    for k, (name, pts) in enumerate(sorted(simulated.items())):  # a target with per-point engines (when.engine)
+        ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="D", markersize=9,
+                markerfacecolor="white", color=colors[name], label=None if k else "simulated point (synclab.sim)")
     for name in sorted({p.series for p in f.paper_points}):
         pts = sorted((p.x, p.y) for p in f.paper_points if p.series == name)
         ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="s", markersize=8,

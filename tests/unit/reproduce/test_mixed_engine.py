@@ -114,3 +114,23 @@ def test_list_names_both_engines_of_a_mixed_target(monkeypatch):
     assert "emulate+simulate" in row
     row = next(line for line in r.output.splitlines() if "p3-fig7-vgg19" in line)
     assert "emulate+simulate" not in row and "emulate" in row
+
+
+def test_the_figure_marks_simulated_points(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from synclab.reproduce.figure import _lines
+
+    t = _load(tmp_path, TARGET)
+    records = [{"values": {"cluster.workers": w, "strategy.name": s}, "engine": "simulate" if w == 8 else "emulate",
+                "metrics": {"throughput": float(w)}} for w in (2, 8) for s in ("ps", "p3")]
+    fig, ax = plt.subplots()
+    _lines(ax, t, records)
+    marked = [ln for ln in ax.get_lines() if ln.get_marker() == "D"]
+    assert len(marked) == 2  # one per series, only at the simulated x
+    assert all(list(ln.get_xdata()) == [8.0] for ln in marked)
+    assert [ln.get_label() for ln in marked].count("simulated point (synclab.sim)") == 1
+    plt.close(fig)
