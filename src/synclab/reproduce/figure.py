@@ -38,8 +38,8 @@ def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
         (line,) = ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{name} (SyncLab)")
         colors[name] = line.get_color()
     for k, (name, pts) in enumerate(sorted(simulated.items())):  # a target with per-point engines (when.engine)
-        ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="D", markersize=9,
-                markerfacecolor="white", color=colors[name], label=None if k else "simulated point (synclab.sim)")
+        ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="D", markersize=8,
+                markeredgecolor="black", color=colors[name], label=None if k else "simulated point (synclab.sim)")
     for name in sorted({p.series for p in f.paper_points}):
         pts = sorted((p.x, p.y) for p in f.paper_points if p.series == name)
         ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="s", markersize=8,
