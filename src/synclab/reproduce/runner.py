@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -29,6 +30,21 @@ def calibrate(target: Target, root: Path) -> Scale | None:
     c = target.calibration
     table = load_calibration(root / "profiles" / "calibration.yaml")
     return compute_scale(table.find(c.model, c.gpu, c.batch_size))
+
+
+def code_version(root: Path) -> str:
+    """The checkout a point ran from: ``git describe --always --dirty`` of ``root``, else the package version.
+
+    Stamped on every point and the verdict, so a document built from runs of different code says so."""
+    try:
+        r = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=10"],
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        r = None
+    if r is not None and r.returncode == 0 and r.stdout.strip():
+        return r.stdout.strip()
+    from synclab import __version__
+    return f"synclab {__version__}"
 
 
 def default_out(root: Path, target: Target, quick: bool) -> Path:
@@ -86,6 +102,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         points = points[:limit]
     out.mkdir(parents=True, exist_ok=True)
     records, reused, failures = [], 0, []
+    code = code_version(root)
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task(f"{target.id} ({'quick' if quick else 'full'})", total=len(points))
@@ -109,7 +126,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
                     progress.advance(task)
                     continue
                 record = {"id": p.id, "values": p.values, "overrides": p.overrides, "dilation": p.dilation,
-                          "notes": p.notes, "host_seconds": time.monotonic() - t0, **result}
+                          "notes": p.notes, "host_seconds": time.monotonic() - t0, "code": code, **result}
                 path.write_text(json.dumps(record, indent=1, default=str) + "\n")
             records.append(record)
             progress.advance(task)
@@ -134,6 +151,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         "claims": claims, "verdict": summarize(claims) if not failures else "failed",
         "figure_file": png.name, "notes": target.notes,
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "code": sorted({r.get("code", "unknown") for r in records}),
     }
     (out / "verdict.json").write_text(json.dumps(verdict, indent=1, default=str) + "\n")
     return verdict
