@@ -63,7 +63,7 @@ def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
                  f"dilation D = {', '.join(str(d) for d in dil)} (rule: concurrent emulated traffic / D ≤ 1.5 Gbit/s)")
     lines += [f"**Points ({v['form']} form):** {axes} — {v['points']} points, {time_note}. "
               f"Host time {_minutes(v['host_seconds'])} (estimate {_minutes(v['estimate_s'])}); "
-              f"command `{v['command']}`; code {', '.join(f'`{c}`' for c in v.get('code', ['unknown']))}, "
+              f"command `{v['command']}`; code {', '.join(f'`{c}`' for c in v.get('code', ['not recorded']))}, "
               f"written {v.get('written', '?')}.", ""]
     full = v.get("full_form")
     if v["form"] == "quick" and full:
