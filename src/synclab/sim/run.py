@@ -21,7 +21,8 @@ import simpy
 from synclab.config import Spec, SpecError, parse_spec
 from synclab.sim.network import Network
 from synclab.sim.nodes import Cluster, SimWorker, ring_allreduce
-from synclab.sim.strategies import PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard, mgwfbp_fit, model_for
+from synclab.sim.strategies import (OTHER_STRATEGIES, PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard,
+                                    mgwfbp_fit, model_for)
 
 # The per-message start-up cost a (seconds). Source: the MG-WFBP fit of `synclab run` with strategy
 # mgwfbp (plans/mgwfbp.py fit_cost_model, plan.json) on this machine: 2 workers in network
@@ -60,8 +61,8 @@ def prepare(spec: Spec) -> tuple[Spec, list[str]]:
     name = spec.strategy.name
     if name in UNSUPPORTED:
         raise UnsupportedStrategy(f"strategy.name: the simulator does not model {name!r} yet ({UNSUPPORTED[name]}); "
-                                  f"it models {', '.join(RING_STRATEGIES + PS_STRATEGIES)}")
-    if name not in RING_STRATEGIES + PS_STRATEGIES:
+                                  f"it models {', '.join(RING_STRATEGIES + PS_STRATEGIES + OTHER_STRATEGIES)}")
+    if name not in RING_STRATEGIES + PS_STRATEGIES + OTHER_STRATEGIES:
         raise UnsupportedStrategy(f"strategy.name: the simulator does not model {name!r}")
     notes = []
     if spec.compute.mode != "replay":
@@ -134,7 +135,17 @@ class Simulation:
                 self.parts_of[self.index_of[p.key]].append(p)
             self.shards = [SimShard(self, k) for k in range(s.cluster.ps_shards)]
         n_sim = 1 if self.mirror else self.world
-        self.workers = [SimWorker(self, r) for r in range(n_sim)]
+        worker_cls = SimWorker
+        if self.name == "stanza":  # CONV and FC workers run their own split passes (synclab.sim.stanza)
+            from synclab.sim.stanza import StanzaWorker
+
+            if profile.boundary is None:
+                raise SpecError(f"strategy.name: stanza needs the model profile's 'boundary' (A, T_c, T_f); "
+                                f"the profile of {profile.model!r} has none")
+            self.plan = cls.make_plan(infos, ps_shards=s.cluster.ps_shards, workers=self.world, seed=s.run.seed,
+                                      options=self.options)
+            worker_cls = StanzaWorker
+        self.workers = [worker_cls(self, r) for r in range(n_sim)]
         model = model_for(self.name)
         for w in self.workers:
             w.strategy = model(self, w, self.name)
