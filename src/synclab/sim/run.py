@@ -124,7 +124,7 @@ class Simulation:
         self.cluster = Cluster(self.net, s.network.link_profile(), startup_s=startup_s,
                                chunk_bytes=s.transport.chunk_bytes,
                                policies={"worker": cls.send_policy, "ps": cls.send_policy}, record_spans=False,
-                               machine_of=s.machine_of)
+                               machine_of=s.machine_of, queue_bytes=s.transport.queue_bytes)
         self.plan = None
         self.parts_of: list[list] = [[] for _ in infos]
         self.shards: list[SimShard] = []

@@ -173,6 +173,25 @@ class PsModel:
     def on_gradient(self, it: int, i: int) -> None:
         self._push(it, i)
 
+    def _push_blocking(self, it: int, i: int, then) -> None:
+        """``PsClient.push`` on the communication thread: each slice's ``Link.send`` waits while that link's
+        send queue is full (``transport.queue_bytes``); ``then`` once every slice is queued."""
+        sim = self.sim
+        parts = sim.parts_of[i]
+        sim.event(it, self.w.rank, i, "send_start")
+        self._sent[(it, i)] = len(parts)
+
+        def one(k: int) -> None:
+            if k == len(parts):
+                then()
+                return
+            p = parts[k]
+            sim.cluster.send_blocking(self.w.node, f"ps{p.shard}", p.length * sim.elem_bytes,
+                                      lambda: (self._pushed(it, i), sim.shards[p.shard].push(self.w.rank, p, it)),
+                                      p.priority, lambda: one(k + 1))
+
+        one(0)
+
     def _push(self, it: int, i: int) -> None:
         sim, node = self.sim, self.w.node
         parts = sim.parts_of[i]
@@ -250,7 +269,9 @@ class SsdModel(PsModel):
         self.w.comm.submit(lambda done: self._gradient(it, i, done))
 
     def _gradient(self, it: int, i: int, done) -> None:
-        self._push(it, i)
+        self._push_blocking(it, i, lambda: self._after_push(it, i, done))
+
+    def _after_push(self, it: int, i: int, done) -> None:
         if self.schedule.is_warmup(it - 1):  # Algorithm 1 counts iterations from 0
             self._pull(it, i)
             done()
