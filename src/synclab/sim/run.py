@@ -78,7 +78,7 @@ class Simulation:
     """The shared state the node and strategy models read (see :mod:`synclab.sim.nodes`)."""
 
     def __init__(self, spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, workers: int | None = None,
-                 record_events: bool | None = None):
+                 record_events: bool | None = None, shard_cpu=None):
         import torch
 
         from synclab.core import param_layout
@@ -86,6 +86,7 @@ class Simulation:
         from synclab.strategies import registry
 
         self.spec = spec
+        self.shard_cpu = shard_cpu  # synclab.sim.strategies.ShardCpu or None
         s = spec
         self.name = s.strategy.name
         cls = registry.get(self.name)
@@ -213,13 +214,17 @@ class Simulation:
 
 
 def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events: bool | None = None,
-             workers: int | None = None) -> SimResult:
+             workers: int | None = None, shard_cpu=None) -> SimResult:
     """Simulate ``spec`` (as loaded by :func:`synclab.config.load_spec`); :class:`UnsupportedStrategy` or
     :class:`~synclab.config.SpecError` when it cannot."""
     if startup_s < 0:
         raise ValueError(f"startup_s must be >= 0, got {startup_s}")
     spec, notes = prepare(spec)
-    result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers).run()
+    result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers,
+                        shard_cpu=shard_cpu).run()
+    if shard_cpu is not None:
+        notes.append(f"PS shards' host CPU modelled: push {shard_cpu.push_s * 1e9:.2f}, update "
+                     f"{shard_cpu.update_s * 1e9:.2f}, reply {shard_cpu.reply_s * 1e9:.2f} ns per value")
     result.notes = notes
     return result
 

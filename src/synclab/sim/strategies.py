@@ -329,6 +329,22 @@ class SsdModel(PsModel):
             go()
 
 
+class ShardCpu:
+    """Host CPU seconds per value of a PS shard's own arithmetic, which the emulator's shards do for real
+    and unscaled (:class:`synclab.ps.shard.Shard`): ``push_s`` summing a push into its round (the first
+    push's ``clone``, then ``add_``), ``update_s`` the momentum-SGD step (``sgd_momentum_``), ``reply_s``
+    copying the values that answer pulls (``clone``). Off by default: the simulator models the PS as the
+    papers' machines, whose update time is the profile's ``update_seconds``; on, it models the emulator's
+    host (``synclab simulate --shard-cpu PUSH,UPDATE,REPLY`` in ns per value, measured with
+    ``experiments/shard_cpu.py``)."""
+
+    def __init__(self, push_s: float, update_s: float, reply_s: float):
+        for name, v in (("push", push_s), ("update", update_s), ("reply", reply_s)):
+            if not v >= 0:
+                raise ValueError(f"shard CPU {name} seconds per value must be >= 0, got {v!r}")
+        self.push_s, self.update_s, self.reply_s = push_s, update_s, reply_s
+
+
 class SimShard:
     """A PS shard: aggregates every worker's push of a (key, slice, iteration), then applies the update —
     one at a time, in arrival order or by priority (``serve_order``) — and notifies or broadcasts."""
@@ -343,24 +359,12 @@ class SimShard:
         self._applied: set[tuple[str, int, int, int]] = set()  # async: (key, slice, rank, iteration) applied
         self._waiting: dict[tuple[str, int], list] = {}        # (key, slice) -> pulls not answerable yet: (rank, p, it)
 
-    def push(self, rank: int, p, it: int) -> None:
+    def _job(self, order: int, seconds: float, fn: Callable[[], None]) -> None:
+        """Queue work on the shard's one server (its consumer), served by ``order`` then arrival."""
         import heapq
 
-        if self.sim.plan.server_mode == "async":  # every push applied on its own, in arrival order
-            self._seq += 1
-            heapq.heappush(self._queue, (0, self._seq, p, it, rank))
-            if not self._busy:
-                self._serve()
-            return
-        key = (p.key, p.slice, it)
-        n = self._count.get(key, 0) + 1
-        if n < self.sim.world:
-            self._count[key] = n
-            return
-        self._count.pop(key, None)
         self._seq += 1
-        order = p.priority if self.sim.plan.serve_order == "priority" else 0
-        heapq.heappush(self._queue, (order, self._seq, p, it, None))
+        heapq.heappush(self._queue, (order, self._seq, seconds, fn))
         if not self._busy:
             self._serve()
 
@@ -371,9 +375,33 @@ class SimShard:
             self._busy = False
             return
         self._busy = True
-        _, _, p, it, rank = heapq.heappop(self._queue)
-        self.sim.net.after(self.sim.update_s[self.sim.index_of[p.key]] * p.length / self.sim.numels[
-            self.sim.index_of[p.key]], lambda: (self._updated(p, it, rank), self._serve()))
+        _, _, seconds, fn = heapq.heappop(self._queue)
+        self.sim.net.after(seconds, lambda: (fn(), self._serve()))
+
+    def _update_s(self, p) -> float:
+        i = self.sim.index_of[p.key]
+        cpu = self.sim.shard_cpu
+        return self.sim.update_s[i] * p.length / self.sim.numels[i] + (cpu.update_s * p.length if cpu else 0.0)
+
+    def push(self, rank: int, p, it: int) -> None:
+        cpu = self.sim.shard_cpu
+        if cpu is not None and self.sim.plan.server_mode != "async":  # the push's sum into its round first
+            self._job(0, cpu.push_s * p.length, lambda: self._aggregate(rank, p, it))
+        else:
+            self._aggregate(rank, p, it)
+
+    def _aggregate(self, rank: int, p, it: int) -> None:
+        if self.sim.plan.server_mode == "async":  # every push applied on its own, in arrival order
+            self._job(0, self._update_s(p), lambda: self._updated(p, it, rank))
+            return
+        key = (p.key, p.slice, it)
+        n = self._count.get(key, 0) + 1
+        if n < self.sim.world:
+            self._count[key] = n
+            return
+        self._count.pop(key, None)
+        order = p.priority if self.sim.plan.serve_order == "priority" else 0
+        self._job(order, self._update_s(p), lambda: self._updated(p, it, None))
 
     def _updated(self, p, it: int, rank: int | None = None) -> None:
         sim = self.sim
@@ -412,7 +440,14 @@ class SimShard:
             waiting.remove(w)
             if self.sim.plan.server_mode == "async":
                 self._applied.discard((p.key, p.slice, w[0], w[2]))
-            self.pull(*w)
+        if not ready:
+            return
+        cpu = self.sim.shard_cpu
+        if cpu is None:
+            for w in ready:
+                self.pull(*w)
+        else:  # one copy of the values answers the pulls ready together (Shard._answerable_pulls)
+            self._job(0, cpu.reply_s * p.length, lambda: [self.pull(*w) for w in ready])
 
     def pull(self, rank: int, p, it: int) -> None:
         w = self.sim.workers[rank]

@@ -197,3 +197,41 @@ def test_records_of_every_new_strategy_are_readable(tmp_path):
         run = load_run(out)
         assert run.summary["simulated"] is True and summary["strategy"] == name
         assert (out / "events.csv").is_file() and (out / "timeline.json").is_file()
+
+
+# -- the PS shards' host CPU (opt-in) ----------------------------------------------------------------------
+
+def test_shard_cpu_is_charged_per_value_on_the_shard(tmp_path):
+    """ASGD worker alone (as above) with 1 µs per value of update and 1 µs of reply: the weight's round trip
+    gains 250000 × 2 µs = 0.5 s on the shard; off by default."""
+    from synclab.sim.strategies import ShardCpu
+
+    spec, _ = prepare(_mlp_asgd(tmp_path))
+    sim = Simulation(spec, startup_s=A, shard_cpu=ShardCpu(0.0, 1e-6, 1e-6))
+    late = sim.workers[1]
+    run = late.run
+
+    def delayed():
+        yield sim.env.timeout(100.0)
+        yield from run()
+
+    late.run = delayed
+    rows = [row for row in sim.run().rows if row["rank"] == 0]
+    # push a + 8 ms lands at 29 ms; the update runs 0.25 s while the pull request (a) arrives; the reply's
+    # copy 0.25 s, then a + 8 ms on the wire
+    expected = 0.015 + 0.005 + 2 * A + 2 * 1_000_000 * 8 / RATE + 250_000 * 2e-6
+    assert rows[1]["iteration_s"] == pytest.approx(expected, abs=1e-5)
+    with pytest.raises(ValueError, match="push"):
+        ShardCpu(-1.0, 0.0, 0.0)
+
+
+def test_shard_cpu_measurement_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("shard_cpu", REPO / "experiments" / "shard_cpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    m = mod.measure(10_000, repeats=3)
+    assert all(m[k] > 0 for k in ("push_s", "update_s", "reply_s"))
+    with pytest.raises(ValueError):
+        mod.measure(0)
