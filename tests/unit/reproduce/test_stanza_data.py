@@ -162,3 +162,21 @@ def test_plot_also_draws_the_extra_metric(tmp_path):
                for n in (2, 3) for s in ("ps", "stanza")]
     png = draw(target, records, tmp_path / "f.png", quick=True)
     assert png.stat().st_size > 0
+
+
+def test_verdict_names_every_models_calibration_row(tmp_path):
+    from rich.console import Console
+
+    from synclab.reproduce.runner import run_target
+
+    target = load_target(ROOT / "experiments" / "reproduce" / "stanza-fig6-7.yaml")
+    target = target.model_copy(update={"quick": target.full.model_copy(
+        update={"axes": {"model.name": ["alexnet", "vgg16"], "cluster.workers": [2], "strategy.name": ["ps"]}})})
+
+    def fake(target, root, point, run_dir, log):
+        return {"metrics": {"iteration_s": 1.0}, "extra": {}}
+
+    v = run_target(target, ROOT, tmp_path / "out", quick=True, run_point=fake, console=Console(quiet=True))
+    c = v["calibration"]
+    assert "alexnet b128 on v100: 0.430 s" in c["describe"] and "vgg16 b64 on v100: 1.400 s" in c["describe"]
+    assert c["scale"] is None and c["kind"] == "derived" and "Table 1" in c["source"]
