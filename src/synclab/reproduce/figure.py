@@ -19,21 +19,31 @@ def _num(v: Any) -> float:
         return parse_rate_bps(str(v)) / 1e9
 
 
-def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
+def _series(target: Target, records: list[dict[str, Any]], metric: str) -> dict[str, list[tuple[float, float]]]:
     f = target.figure_spec
     series: dict[str, list[tuple[float, float]]] = {}
     for r in records:
-        y = r["metrics"].get(f.y)
+        y = r["metrics"].get(metric)
         if y is None:
             continue
         name = (" ".join(str(r["values"].get(k.strip(), "")) for k in f.series.split(",")) if f.series
                 else "SyncLab")  # several axis keys, comma-separated: one line per combination
         series.setdefault(name, []).append((_num(r["values"][f.x]), float(y)))
+    return series
+
+
+def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
+    f = target.figure_spec
     colors = {}
-    for name, pts in sorted(series.items()):
+    for name, pts in sorted(_series(target, records, f.y).items()):
         pts.sort()
         (line,) = ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{name} (SyncLab)")
         colors[name] = line.get_color()
+    for metric in f.also:  # e.g. a model's prediction of the same quantity: dashed, in the series' colour
+        for name, pts in sorted(_series(target, records, metric).items()):
+            pts.sort()
+            ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="--", marker="x",
+                    color=colors.get(name), label=f"{name} ({metric})")
     for name in sorted({p.series for p in f.paper_points}):
         pts = sorted((p.x, p.y) for p in f.paper_points if p.series == name)
         ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="s", markersize=8,

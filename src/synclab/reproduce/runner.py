@@ -135,13 +135,20 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
     png = draw(target, records, out / f"{target.id}.png", quick=quick)
     claims = [_judge(c, rows) for c in target.claims]
     form = target.form(quick)
+    calibration = None if scale is None else {"describe": scale.describe(), "scale": scale.scale,
+                                              "source": scale.entry.source, "kind": scale.entry.kind}
+    own = list({p.calibration.describe(): p.calibration for p in points if p.calibration is not None}.values())
+    if scale is None and own:  # calibration_gpu: a row per point (each model its own)
+        calibration = {"describe": "; ".join(s.describe() for s in own), "scale": None,
+                       "source": " | ".join(f"{s.entry.model}/{s.entry.gpu}/b{s.entry.batch_size}: "
+                                            f"{s.entry.source.strip()}" for s in own),
+                       "kind": ", ".join(sorted({s.entry.kind for s in own}))}
     verdict = {
         "target": target.id, "paper": target.paper, "figure": target.figure, "title": target.title,
         "compares": target.compares, "setting": target.setting, "engine": target.engine,
         "form": "quick" if quick else "full", "axes": form.axes,
         "command": f"synclab reproduce {target.id}{' --quick' if quick else ''}",
-        "calibration": None if scale is None else {"describe": scale.describe(), "scale": scale.scale,
-                                                  "source": scale.entry.source, "kind": scale.entry.kind},
+        "calibration": calibration,
         "startup_s": target.startup_s,
         "points": len(points), "points_reused": reused, "failures": failures,
         "dilation": {r["id"]: r["dilation"] for r in records},
