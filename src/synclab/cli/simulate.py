@@ -24,12 +24,24 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
              out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<time>-sim-<strategy>)."),
              as_json: bool = typer.Option(False, "--json", help="Print the summary (or the sweep's summaries) as JSON."),
              startup: Optional[float] = typer.Option(None, "--startup", help="Per-message start-up cost a in seconds "
-                                                     "(default: the value measured on the emulator, see synclab.sim.run).")):
+                                                     "(default: the value measured on the emulator, see synclab.sim.run)."),
+             shard_cpu: Optional[str] = typer.Option(None, "--shard-cpu", help="PUSH,UPDATE,REPLY: the PS shards' "
+                                                     "host CPU in ns per value (experiments/shard_cpu.py measures "
+                                                     "it); default off, the papers' PS machines.")):
     """Simulate SPEC on a simulated clock (SimPy): same profiles, plans and links; writes run records."""
     from synclab.config import SpecError
     from synclab.sim.records import write_run, write_sweep
     from synclab.sim.run import DEFAULT_STARTUP_S, load_for_simulation, simulate as run_sim
 
+    cpu = None
+    if shard_cpu is not None:
+        from synclab.sim.strategies import ShardCpu
+
+        try:
+            push, update, reply = (float(x) * 1e-9 for x in shard_cpu.split(","))
+            cpu = ShardCpu(push, update, reply)
+        except ValueError as e:
+            _fail(f"--shard-cpu {shard_cpu!r} must be three numbers >= 0, ns per value: PUSH,UPDATE,REPLY ({e})")
     points: list[tuple[str, list[str]]] = [("", list(set_))]
     key = None
     if sweep is not None:
@@ -51,7 +63,8 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
         task = progress.add_task(f"simulating {key or 'spec'}", total=len(loaded))
         for value, s, workers in loaded:
             try:
-                r = run_sim(s, startup_s=DEFAULT_STARTUP_S if startup is None else startup, workers=workers)
+                r = run_sim(s, startup_s=DEFAULT_STARTUP_S if startup is None else startup, workers=workers,
+                            shard_cpu=cpu)
             except SpecError as e:
                 _fail(f"invalid spec: {e}")
             except ValueError as e:

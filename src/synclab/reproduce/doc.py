@@ -77,7 +77,8 @@ def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
     time_note = _time_note(v)
     lines += [f"**Points ({v['form']} form):** {axes} — {v['points']} points, {time_note}. "
               f"Host time {_minutes(v['host_seconds'])} (estimate {_minutes(v['estimate_s'])}); "
-              f"command `{v['command']}`.", ""]
+              f"command `{v['command']}`; code {', '.join(f'`{c}`' for c in v.get('code', ['not recorded']))}, "
+              f"written {v.get('written', '?')}.", ""]
     full = v.get("full_form")
     if v["form"] == "quick" and full:
         axes = "; ".join(f"`{k}` ∈ {{{', '.join(str(x) for x in vals)}}}" for k, vals in full["axes"].items())

@@ -19,27 +19,36 @@ def _num(v: Any) -> float:
         return parse_rate_bps(str(v)) / 1e9
 
 
-def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
+def _series(target: Target, records: list[dict[str, Any]], metric: str) -> dict[str, list[tuple[float, float]]]:
     f = target.figure_spec
     series: dict[str, list[tuple[float, float]]] = {}
-    simulated: dict[str, list[tuple[float, float]]] = {}
     for r in records:
-        y = r["metrics"].get(f.y)
+        y = r["metrics"].get(metric)
         if y is None:
             continue
         name = (" ".join(str(r["values"].get(k.strip(), "")) for k in f.series.split(",")) if f.series
                 else "SyncLab")  # several axis keys, comma-separated: one line per combination
         series.setdefault(name, []).append((_num(r["values"][f.x]), float(y)))
-        if target.mixed and r.get("engine") == "simulate":
-            simulated.setdefault(name, []).append((_num(r["values"][f.x]), float(y)))
+    return series
+
+
+def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
+    f = target.figure_spec
     colors = {}
-    for name, pts in sorted(series.items()):
+    for name, pts in sorted(_series(target, records, f.y).items()):
         pts.sort()
         (line,) = ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{name} (SyncLab)")
         colors[name] = line.get_color()
-    for k, (name, pts) in enumerate(sorted(simulated.items())):  # a target with per-point engines (when.engine)
-        ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="D", markersize=8,
-                markeredgecolor="black", color=colors[name], label=None if k else "simulated point (synclab.sim)")
+    for metric in f.also:  # e.g. a model's prediction of the same quantity: dashed, in the series' colour
+        for name, pts in sorted(_series(target, records, metric).items()):
+            pts.sort()
+            ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="--", marker="x",
+                    color=colors.get(name), label=f"{name} ({metric})")
+    if target.mixed:  # a target with per-point engines (when.engine): its simulated points as filled diamonds
+        sim = [r for r in records if r.get("engine") == "simulate"]
+        for k, (name, pts) in enumerate(sorted(_series(target, sim, f.y).items())):
+            ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="D", markersize=8,
+                    markeredgecolor="black", color=colors.get(name), label=None if k else "simulated point (synclab.sim)")
     for name in sorted({p.series for p in f.paper_points}):
         pts = sorted((p.x, p.y) for p in f.paper_points if p.series == name)
         ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="none", marker="s", markersize=8,

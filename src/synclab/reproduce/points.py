@@ -32,6 +32,7 @@ class Point:
     concurrent_bps: float | None = None
     engine: str = "emulate"
     notes: list[str] = field(default_factory=list)
+    calibration: Scale | None = None  # the point's own row (target.calibration_gpu), else the target's
 
     @property
     def id(self) -> str:
@@ -50,6 +51,17 @@ def _nodes(target: Target, root: Path, overrides: list[str]) -> tuple[int, float
     return len({spec.machine_of(n) for n in nodes}), rate  # co-located shards share their worker's link
 
 
+def point_scale(target: Target, root: Path, overrides: list[str]) -> Scale:
+    """``target.calibration_gpu`` for a cluster (emulate/simulate): the calibration row (model.name, that GPU,
+    model.batch_size) of the spec with ``overrides``, turned into that point's compute.scale."""
+    from synclab.config import load_spec, parse_override
+    from synclab.reproduce.calibration import compute_scale, load_calibration
+
+    spec = load_spec(root / target.spec, [parse_override(o) for o in overrides])
+    table = load_calibration(root / "profiles" / "calibration.yaml")
+    return compute_scale(table.find(spec.model.name, target.calibration_gpu, spec.model.batch_size))
+
+
 def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: list[str] = ()) -> list[Point]:
     """The points of the chosen form, in order, each with its compute.scale and dilation set."""
     form = target.form(quick)
@@ -62,12 +74,17 @@ def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: 
         for w in target.when:
             if all(str(values.get(k)) == str(v) for k, v in w.where.items()):
                 overrides += w.set
-        if scale is not None:
-            overrides.append(f"compute.scale={scale.scale:.6g}")
+        own = scale
+        if target.calibration_gpu is not None and target.engine != "model":
+            own = point_scale(target, root, overrides)
+        if own is not None:
+            overrides.append(f"compute.scale={own.scale:.6g}")
         overrides += list(extra)
-        p = Point(i, values, overrides, engine=target.engine_of(values))
+        p = Point(i, values, overrides, engine=target.engine_of(values), calibration=own)
         if target.mixed:
             p.notes.append(f"engine: {p.engine}")
+        if own is not None and own is not scale:
+            p.notes.append(f"calibration: {own.describe()}")
         if p.engine == "emulate" and target.dilation == "rule":
             nodes, rate = _nodes(target, root, overrides)
             if rate:
@@ -128,6 +145,11 @@ def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: C
         extra["fit_sizes_bytes"] = f["sizes"]
         extra["fit_median_s"] = [t / point.dilation for t in f["median_seconds"]]
         row["smallest_allreduce_s"] = extra["fit_median_s"][0]  # a without the fit's leverage
+    if summary.get("strategy") in ("ps", "stanza"):
+        try:  # Stanza Fig. 6b/c bytes and Fig. 7's eq. 3/6 (synclab.reproduce.stanza_data)
+            row.update(_stanza_metrics(target, root, point, run_dir, summary, plan))
+        except (ValueError, KeyError, OSError) as e:  # the other metrics stand; claims on these are "not run"
+            log(f"  point {point.id}: no Stanza data/model metrics: {e}")
     if summary.get("link_rate_bps") and (run_dir / "traffic-worker0.csv").exists():
         from synclab.reproduce.utilization import machine_utilization
 
@@ -139,6 +161,25 @@ def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: C
             row.update(util)
             extra.update(trace)
     return {"metrics": row, "extra": extra}
+
+
+def _stanza_metrics(target: Target, root: Path, point: Point, run_dir: Path, summary: dict,
+                    plan: dict | None) -> dict[str, Any]:
+    """Bytes per iteration/epoch and the paper's model of the point, from the profile the run replayed."""
+    from synclab.compute.profile import load_model_profile
+    from synclab.config import load_spec, parse_override
+    from synclab.report.records import ITERATIONS_FILE, read_iterations
+    from synclab.reproduce.stanza_data import data_metrics, model_metrics
+
+    spec = load_spec(root / target.spec, [parse_override(o) for o in point.overrides])
+    name = spec.compute.profile
+    if not isinstance(name, str):
+        raise ValueError("compute.profile must name the replayed profile file (its boundary gives P_c, P_f, A)")
+    profile = load_model_profile(name if Path(name).is_absolute() else root / name)
+    if profile.boundary is None:
+        raise ValueError(f"{name} has no 'boundary' (CONV/FC split)")
+    rows = read_iterations(run_dir / ITERATIONS_FILE)
+    return {**data_metrics(rows, summary, plan, profile.boundary), **model_metrics(summary, plan, profile.boundary)}
 
 
 def run_simulated(target: Target, root: Path, point: Point, run_dir: Path, log: Callable[[str], None]) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -29,6 +30,21 @@ def calibrate(target: Target, root: Path) -> Scale | None:
     c = target.calibration
     table = load_calibration(root / "profiles" / "calibration.yaml")
     return compute_scale(table.find(c.model, c.gpu, c.batch_size))
+
+
+def code_version(root: Path) -> str:
+    """The checkout a point ran from: ``git describe --always --dirty`` of ``root``, else the package version.
+
+    Stamped on every point and the verdict, so a document built from runs of different code says so."""
+    try:
+        r = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=10"],
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        r = None
+    if r is not None and r.returncode == 0 and r.stdout.strip():
+        return r.stdout.strip()
+    from synclab import __version__
+    return f"synclab {__version__}"
 
 
 def default_out(root: Path, target: Target, quick: bool) -> Path:
@@ -85,6 +101,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         points = points[:limit]
     out.mkdir(parents=True, exist_ok=True)
     records, reused, failures = [], 0, []
+    code = code_version(root)
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task(f"{target.id} ({'quick' if quick else 'full'})", total=len(points))
@@ -108,8 +125,8 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
                     progress.advance(task)
                     continue
                 record = {"id": p.id, "values": p.values, "overrides": p.overrides, "engine": p.engine,
-                          "dilation": p.dilation,
-                          "notes": p.notes, "host_seconds": time.monotonic() - t0, **result}
+                          "dilation": p.dilation, "notes": p.notes, "host_seconds": time.monotonic() - t0,
+                          "code": code, **result}
                 path.write_text(json.dumps(record, indent=1, default=str) + "\n")
             records.append(record)
             progress.advance(task)
@@ -118,6 +135,14 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
     png = draw(target, records, out / f"{target.id}.png", quick=quick)
     claims = [_judge(c, rows) for c in target.claims]
     form = target.form(quick)
+    calibration = None if scale is None else {"describe": scale.describe(), "scale": scale.scale,
+                                              "source": scale.entry.source, "kind": scale.entry.kind}
+    own = list({p.calibration.describe(): p.calibration for p in points if p.calibration is not None}.values())
+    if scale is None and own:  # calibration_gpu: a row per point (each model its own)
+        calibration = {"describe": "; ".join(s.describe() for s in own), "scale": None,
+                       "source": " | ".join(f"{s.entry.model}/{s.entry.gpu}/b{s.entry.batch_size}: "
+                                            f"{s.entry.source.strip()}" for s in own),
+                       "kind": ", ".join(sorted({s.entry.kind for s in own}))}
     verdict = {
         "target": target.id, "paper": target.paper, "figure": target.figure, "title": target.title,
         "compares": target.compares, "setting": target.setting,
@@ -125,8 +150,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         "engines": {r["id"]: r.get("engine", target.engine) for r in records},
         "form": "quick" if quick else "full", "axes": form.axes,
         "command": f"synclab reproduce {target.id}{' --quick' if quick else ''}",
-        "calibration": None if scale is None else {"describe": scale.describe(), "scale": scale.scale,
-                                                  "source": scale.entry.source, "kind": scale.entry.kind},
+        "calibration": calibration,
         "startup_s": target.startup_s,
         "points": len(points), "points_reused": reused, "failures": failures,
         "dilation": {r["id"]: r["dilation"] for r in records},
@@ -136,6 +160,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         "claims": claims, "verdict": summarize(claims) if not failures else "failed",
         "figure_file": png.name, "notes": target.notes,
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "code": sorted({r.get("code", "unknown") for r in records}),
     }
     (out / "verdict.json").write_text(json.dumps(verdict, indent=1, default=str) + "\n")
     return verdict

@@ -161,6 +161,8 @@ class Figure(_Strict):
     layout: Literal["lines", "fit", "traffic"]
     x: str = Field(description="axis key (lines); traffic: the axis whose values are the bars' colours")
     y: str = Field(description="metric drawn")
+    also: list[str] = Field(default_factory=list, description="lines layout: more metrics drawn dashed in each "
+                                                              "series' colour (e.g. a model's prediction)")
     series: str | None = Field(None, description="axis key, or several comma-separated (one line each combination)")
     panel: str | None = Field(None, description="axis key with one panel per value")
     logx: bool = False
@@ -177,6 +179,8 @@ class Figure(_Strict):
     def _bars(self) -> Figure:
         if self.bars and self.layout != "traffic":
             raise ValueError("'bars' is for layout 'traffic' only")
+        if self.also and self.layout != "lines":
+            raise ValueError("'also' is for layout 'lines' only")
         return self
 
 
@@ -193,8 +197,10 @@ class Target(_Strict):
     set: list[str] = Field(default_factory=list)
     when: list[When] = Field(default_factory=list)
     calibration: Calibration | None = None
-    calibration_gpu: str | None = Field(None, description="engine model only: every point's T_ps is the "
-                                                          "calibration row (model.name, this GPU, model.batch_size)")
+    calibration_gpu: str | None = Field(None, description="a calibration row per point: (model.name, this GPU, "
+                                                          "model.batch_size); engine model: the point's T_ps; "
+                                                          "emulate/simulate: the point's compute.scale (targets "
+                                                          "that sweep models, e.g. Stanza Fig. 6)")
     dilation: Literal["rule", "none"] = "rule"
     startup_s: float | None = Field(None, ge=0, description="simulate only: per-message start-up cost")
     full: Form
@@ -209,8 +215,9 @@ class Target(_Strict):
     def _engine_model(self) -> Target:
         if self.engine == "model" and (self.calibration_gpu is None or self.calibration is not None):
             raise ValueError("engine 'model' takes 'calibration_gpu' (a row per point) and no 'calibration'")
-        if self.engine != "model" and self.calibration_gpu is not None:
-            raise ValueError("'calibration_gpu' is for engine 'model' only; use 'calibration'")
+        if self.calibration_gpu is not None and self.calibration is not None:
+            raise ValueError("'calibration' (one row for every point) and 'calibration_gpu' (a row per point) "
+                             "exclude each other")
         if self.engine == "model" and any(w.engine for w in self.when):
             raise ValueError("engine 'model' takes no per-point 'when.engine' (its points are not runs)")
         return self

@@ -79,12 +79,13 @@ def test_engine_model_needs_calibration_gpu(tmp_path):
         load_target(path)
 
 
-def test_calibration_gpu_only_for_engine_model(tmp_path):
+def test_calibration_gpu_and_calibration_exclude_each_other(tmp_path):
     data = _fig8()
     data["engine"] = "simulate"
+    data["calibration"] = {"model": "alexnet", "gpu": "v100", "batch_size": 128}
     path = tmp_path / "stanza-fig8.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
-    with pytest.raises(TargetError, match="'calibration_gpu' is for engine 'model' only"):
+    with pytest.raises(TargetError, match="exclude each other"):
         load_target(path)
 
 
