@@ -273,7 +273,8 @@ def main() -> None:
     ap.add_argument("--notsent-lowat", type=int, default=None,
                     help="net.ipv4.tcp_notsent_lowat in every namespace (default: the kernel's)")
     ap.add_argument("--store-and-forward", action="store_true",
-                    help="also run SyncLab's ring unpipelined (pieces=1), side by side: what pipelining buys (with --pieces auto)")
+                    help="also run SyncLab's ring unpipelined (pieces=1), side by side: what pipelining buys "
+                         "(with --pieces auto)")
     ap.add_argument("--pieces", default="1",
                     help="parts the ring pipelines (1: store and forward, what the strategies use; auto: ring_pieces)")
     ap.add_argument("--staged-too", action="store_true",
