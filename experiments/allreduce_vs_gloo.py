@@ -6,7 +6,8 @@ leaves the veths alone. For each link and N, back to back in the same namespaces
 
 1. gloo: ``torch.distributed.all_reduce`` of M fp32 values (the anchor);
 2. SyncLab: ``synclab.collective.ring.ring_allreduce_`` of the same values over ``NodeTransport`` gRPC streams,
-   as ``synceasgd`` runs its merged all-reduce (1 MiB chunks, the transport's defaults);
+   as ``synceasgd`` runs its merged all-reduce (1 MiB chunks, the transport's defaults, store and forward per
+   step unless ``--pieces``, chunks streamed into place; ``--staged-too`` also runs the staged receive path);
 3. iperf3 between two ranks (once per link): the TCP ceiling and its CPU cost.
 
 Each rank times every all-reduce after a barrier (gloo's, or a one-float ring all-reduce for SyncLab); an
@@ -51,7 +52,8 @@ def _report(rank: int, times: list[float], cpu_s: float, value: float, expected:
           flush=True)
 
 
-def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int, pieces: str = "auto") -> None:
+def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int, pieces: str = "1",
+               staged: bool = False) -> None:
     import torch
     import torch.distributed as dist
 
@@ -72,7 +74,10 @@ def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int, piece
     dist.destroy_process_group()
 
 
-def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pieces: str = "auto") -> None:
+def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pieces: str = "1",
+                  staged: bool = False) -> None:
+    """``staged``: the transport reassembles every segment before the ring applies it (the receive path before
+    chunks were streamed into place); else chunks are added or copied into the tensor as they arrive."""
     import torch
 
     from synclab.collective.ring import ring_allreduce_
@@ -82,7 +87,7 @@ def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pi
     world = len(addresses)
     nxt, prev = (rank + 1) % world, (rank - 1) % world
     inbox = Inbox()
-    node = NodeTransport(f"r{rank}", TOKEN, on_message=inbox.deliver)
+    node = NodeTransport(f"r{rank}", TOKEN, on_message=inbox.deliver, sinks=None if staged else inbox)
     node.serve("0.0.0.0", SYNCLAB_PORT, peer=True)
     link = node.connect(f"r{nxt}", f"{addresses[nxt]}:{SYNCLAB_PORT}", "peer")
 
@@ -104,12 +109,13 @@ def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pi
     node.close(2.0)
 
 
-def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int, pieces: str = "auto") -> dict:
+def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int, pieces: str = "1",
+              staged: bool = False) -> dict:
     """Start one rank per namespace, wait for all; the slowest rank's time per all-reduce, CPU summed."""
     addresses = [cluster.address(n) for n in names]
     procs = [subprocess.Popen([*cluster.exec_prefix(n), sys.executable, __file__, "rank", "--tool", tool,
                                "--rank", str(r), "--addresses", ",".join(addresses), "--floats", str(floats),
-                               "--repeats", str(repeats), "--pieces", pieces],
+                               "--repeats", str(repeats), "--pieces", pieces, *(["--staged"] if staged else [])],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r, n in enumerate(names)]
     reports = []
@@ -132,7 +138,7 @@ def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int, p
 
 
 def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | None = None,
-            store_and_forward: bool = False) -> dict:
+            store_and_forward: bool = False, pieces: str = "1", staged_too: bool = False) -> dict:
     """One point: a fresh cluster of ``n`` namespaces shaped by ``link``; gloo, SyncLab, then iperf3 in it."""
     from synclab.netem import bench
     from synclab.netem.netns import NetnsCluster, Topology
@@ -148,7 +154,8 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
             raise RuntimeError(f"{link}: the kernel could not shape {sorted(applied.left_to_app)}; "
                                "gloo would run unshaped, so the comparison would not be fair")
         gloo = run_ranks(c, names, "gloo", floats, repeats)
-        ours = run_ranks(c, names, "synclab", floats, repeats)
+        staged = run_ranks(c, names, "synclab", floats, repeats, pieces, staged=True) if staged_too else None
+        ours = run_ranks(c, names, "synclab", floats, repeats, pieces)
         sf = run_ranks(c, names, "synclab", floats, repeats, pieces="1") if store_and_forward else None
         if bench.iperf3_available():
             iperf = bench.iperf3_goodput(c.exec_prefix("r1"), c.exec_prefix("r0"), c.address("r1"), duration_s=3.0)
@@ -166,7 +173,10 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
         "iperf3_cpu_s_per_gb": (iperf.cpu_seconds / (iperf.bytes / 1e9)
                                 if iperf and iperf.cpu_seconds is not None else None),
         "gloo_all_s": gloo["all_seconds"], "synclab_all_s": ours["all_seconds"],
-        "pieces": ring_pieces(floats, n),
+        "pieces": ring_pieces(floats, n) if pieces == "auto" else int(pieces),
+        "staged_s": staged["seconds"] if staged else None,
+        "staged_speed_vs_gloo": gloo["seconds"] / staged["seconds"] if staged else None,
+        "staged_cpu_s_per_gb": staged["cpu_s"] / (ring_gb * repeats) if staged else None,
         "synclab_store_forward_s": sf["seconds"] if sf else None,
         "pipeline_speedup": sf["seconds"] / ours["seconds"] if sf else None,
     }
@@ -241,10 +251,11 @@ def main() -> None:
         ap.add_argument("--addresses", required=True)
         ap.add_argument("--floats", type=int, required=True)
         ap.add_argument("--repeats", type=int, required=True)
-        ap.add_argument("--pieces", default="auto")
+        ap.add_argument("--pieces", default="1")
+        ap.add_argument("--staged", action="store_true")
         a = ap.parse_args()
         run = _rank_gloo if a.tool == "gloo" else _rank_synclab
-        run(a.rank, a.addresses.split(","), a.floats, a.repeats, a.pieces)
+        run(a.rank, a.addresses.split(","), a.floats, a.repeats, a.pieces, a.staged)
         # The report is printed and the streams are closed: leave without interpreter teardown, where gRPC
         # core's threads can still be joinable as their objects are destroyed and abort the process
         # ("terminate called without an active exception", exit -6 after a correct report; seen in CI).
@@ -262,7 +273,13 @@ def main() -> None:
     ap.add_argument("--notsent-lowat", type=int, default=None,
                     help="net.ipv4.tcp_notsent_lowat in every namespace (default: the kernel's)")
     ap.add_argument("--store-and-forward", action="store_true",
-                    help="also run SyncLab's ring unpipelined (pieces=1), side by side: what pipelining buys")
+                    help="also run SyncLab's ring unpipelined (pieces=1), side by side: what pipelining buys "
+                         "(with --pieces auto)")
+    ap.add_argument("--pieces", default="1",
+                    help="parts the ring pipelines (1: store and forward, what the strategies use; auto: ring_pieces)")
+    ap.add_argument("--staged-too", action="store_true",
+                    help="also run SyncLab's ring with every segment reassembled before it is applied (the receive "
+                         "path before chunks went straight into place), side by side, just before the streamed one")
     ap.add_argument("--out", type=Path, default=Path("runs/allreduce-vs-gloo"))
     a = ap.parse_args()
     if a.quick:
@@ -289,7 +306,8 @@ def main() -> None:
         for link in links:
             for n in ranks:
                 bar.update(task, description=f"{link}, {n} ranks")
-                rows.append(measure(link, n, a.floats, a.repeats, a.notsent_lowat, a.store_and_forward))
+                rows.append(measure(link, n, a.floats, a.repeats, a.notsent_lowat, a.store_and_forward, a.pieces,
+                                    a.staged_too))
                 bar.advance(task)
 
     a.out.mkdir(parents=True, exist_ok=True)
@@ -325,6 +343,16 @@ def main() -> None:
         for r in rows:
             t.add_row(r["link"], str(r["ranks"]), str(r["pieces"]), f"{r['synclab_s']:.3f}",
                       f"{r['synclab_store_forward_s']:.3f}", f"{r['pipeline_speedup']:.2f}")
+        console.print(t)
+    if a.staged_too:
+        t = Table(title="SyncLab's ring: chunks into place vs staged reassembly (same links, same run)")
+        for col in ("link", "ranks", "staged s", "streamed s", "÷ gloo staged", "÷ gloo streamed",
+                    "CPU s/GB staged", "CPU s/GB streamed"):
+            t.add_column(col, justify="right")
+        for r in rows:
+            t.add_row(r["link"], str(r["ranks"]), f"{r['staged_s']:.3f}", f"{r['synclab_s']:.3f}",
+                      f"{r['staged_speed_vs_gloo']:.2f}", f"{r['speed_vs_gloo']:.2f}",
+                      f"{r['staged_cpu_s_per_gb']:.2f}", f"{r['synclab_cpu_s_per_gb']:.2f}")
         console.print(t)
     if ps_rows:
         t = Table(title="PS path: ResNet-50 push + pull through `ps`, 4 workers, 2 shards (mean iteration)")

@@ -19,6 +19,17 @@ picks a count from the size (parts of at least ``min_piece_bytes``).
 Segments are sent as views of the tensor, not copies: the transport copies a
 chunk's bytes when it cuts the chunk (``synclab.wire.codec``), so a segment is
 overwritten only after its send's future has resolved.
+
+Receiving into place. Every step's destination is named to the inbox before
+its bytes can arrive (``Inbox.expect_into`` with a :class:`TensorSink`): the
+reduce-scatter's at the start, each all-gather step's when the reduce-scatter
+sends the segment it will overwrite (its sink waits for that send). A transport
+built with ``sinks=inbox`` then adds each arriving chunk into its slice of the
+tensor (``flat[off:off+n].add_(chunk)``) or copies it there, on the stream's
+reader thread while the next chunk is on its way: no staging buffer, the bytes
+are touched once. Without it, each segment is reassembled first and applied
+whole, as before. Sums are the same either way (element by element, in the
+same order).
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from concurrent.futures import Future
 import torch
 
 from synclab.collective.schedules import segment_bounds
-from synclab.transport.inbox import Inbox
+from synclab.transport.inbox import Inbox, TensorSink
 from synclab.transport.link import Link
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId
@@ -60,6 +71,7 @@ def ring_allreduce_(flat: torch.Tensor, *, rank: int, world: int, key: str, iter
     parts = [(plo, [(plo + lo, plo + hi) for lo, hi in segment_bounds(phi - plo, world)])
              for plo, phi in segment_bounds(flat.numel(), n_pieces)]
     sending: dict[tuple[int, int], Future] = {}  # (part, segment) -> its last send
+    arrivals: dict[tuple[int, int], Future] = {}  # (part, step) -> that step's segment is in place
 
     def schedule(step: int) -> tuple[int, int, bool]:
         """(segment sent, segment received, reduce?) of ``step``: reduce-scatter, then all-gather."""
@@ -68,28 +80,38 @@ def ring_allreduce_(flat: torch.Tensor, *, rank: int, world: int, key: str, iter
             return (rank - s) % world, (rank - s - 1) % world, True
         return (rank + 1 - s) % world, (rank - s) % world, False
 
+    def expect(p: int, step: int, before: Future | None = None) -> None:
+        _, idx, reduce = schedule(step)
+        lo, hi = parts[p][1][idx]
+        arrivals[(p, step)] = inbox.expect_into(
+            prev_name, MessageId(pb.COLLECTIVE, key, p * world + idx, iteration, step),
+            TensorSink(flat[lo:hi], reduce=reduce, before=before))
+
     def send(p: int, step: int) -> None:
         idx = schedule(step)[0]
         lo, hi = parts[p][1][idx]
-        sending[(p, idx)] = to_next.send(Message(MessageId(pb.COLLECTIVE, key, p * world + idx, iteration, step),
-                                                 flat[lo:hi], priority))
+        fut = to_next.send(Message(MessageId(pb.COLLECTIVE, key, p * world + idx, iteration, step), flat[lo:hi],
+                                   priority))
+        sending[(p, idx)] = fut
+        if step < world - 1:  # all-gather step ``step`` overwrites this segment: not before this send has read it
+            expect(p, step + world - 1, before=fut)
 
     steps = 2 * (world - 1)
-    for p in range(n_pieces):
-        send(p, 0)
-    for step in range(steps):
-        _, recv_idx, reduce = schedule(step)
+    try:
+        for p in range(n_pieces):  # the reduce-scatter's destinations, named before any byte can arrive for them
+            for step in range(world - 1):
+                expect(p, step)
         for p in range(n_pieces):
-            got = inbox.expect(prev_name, MessageId(pb.COLLECTIVE, key, p * world + recv_idx, iteration, step)).result()
-            if (p, recv_idx) in sending:  # about to overwrite a segment still queued to go out: let it be copied
-                sending.pop((p, recv_idx)).result()
-            lo, hi = parts[p][1][recv_idx]
-            if reduce:
-                flat[lo:hi].add_(got.tensor)
-            else:
-                flat[lo:hi].copy_(got.tensor)
-            if step + 1 < steps:
-                send(p, step + 1)
+            send(p, 0)
+        for step in range(steps):
+            for p in range(n_pieces):
+                arrivals.pop((p, step)).result()  # added (or copied) into ``flat`` chunk by chunk as it came
+                if step + 1 < steps:
+                    send(p, step + 1)
+    except BaseException:
+        for fut in arrivals.values():  # nothing may write into ``flat`` once we have given up on it
+            fut.cancel()
+        raise
     for fut in sending.values():  # the caller may reuse ``flat`` at once
         fut.result()
     return flat

@@ -11,6 +11,11 @@ Complete inbound messages go to ``on_message``; a frame that cannot be accepted
 peer can make this node hold; a role sets them from the plan
 (:meth:`NodeTransport.set_limits`) before peers send data. A peer that breaks
 them loses its stream; the server and every other stream carry on.
+
+``sinks`` (the worker's :class:`~synclab.transport.inbox.Inbox`): messages
+whose destination was named in advance (``Inbox.expect_into``) are written into
+it chunk by chunk as they arrive instead of being reassembled first
+(:class:`~synclab.wire.frames.Reassembler`); ``on_message`` sees only the others.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from synclab.wire.channels import (
     peer_stream_handlers,
     ps_stream_handlers,
 )
-from synclab.wire.frames import FrameError, MessageLimits, Reassembler, Received
+from synclab.wire.frames import CONSUMED, FrameError, MessageLimits, Reassembler, Received, SinkSource
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +58,9 @@ class NodeTransport:
                  policy: str = "fifo", chunk_bytes: int = 1 << 20, queue_bytes: int = 64 << 20,
                  shaper: LinkShaper | None = None, meter: ByteMeter | None = None, connect_timeout_s: float = 30.0,
                  max_streams: int = 64, spans: SpanLog | None = None, keepalive_scale: float = 1.0,
-                 limits: MessageLimits | None = None):
+                 limits: MessageLimits | None = None, sinks: SinkSource | None = None):
         self.name, self._token = name, token
+        self.sinks = sinks
         self.limits = limits if limits is not None else MessageLimits()  # shared by every stream's Reassembler
         self.keepalive_scale = keepalive_scale  # run.dilation: gRPC keepalive stretched by it (wire.channels)
         self.spans = spans
@@ -110,7 +116,7 @@ class NodeTransport:
 
     def _read(self, peer: str, frames: Iterable[pb.Frame], reverse: Link | None) -> None:
         """Reassemble and dispatch inbound frames from one stream until it ends."""
-        reasm = Reassembler(max_chunk_bytes=self.chunk_bytes, limits=self.limits, peer=peer)
+        reasm = Reassembler(max_chunk_bytes=self.chunk_bytes, limits=self.limits, peer=peer, sinks=self.sinks)
         meter, spans = self.meter, self.spans
         rx_first: dict[tuple, float] = {}
         try:
@@ -125,7 +131,8 @@ class NodeTransport:
                         now = spans.now()
                         spans.add("rx", h.iteration, rx_first.pop((h.key, h.slice, h.iteration, h.tag), now), now,
                                   peer=peer, key=h.key, slice_=h.slice, nbytes=h.total_bytes)
-                    self.on_message(msg)
+                    if msg is not CONSUMED:
+                        self.on_message(msg)
         except (FrameError, ValueError) as e:
             if reverse is not None:  # server side: refuse the stream
                 log.warning("%s: refusing stream from %s: %s", self.name, peer, e)

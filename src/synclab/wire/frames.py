@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Iterator
+from concurrent.futures import Future
+from typing import Iterator, Protocol
 
 import torch
 
@@ -172,6 +173,32 @@ class Received:
     tensor: torch.Tensor | None
 
 
+class ChunkSink(Protocol):
+    """Where a message's chunks go as they arrive (``synclab.transport.inbox.TensorSink``)."""
+
+    def check(self, dtype: torch.dtype, total_bytes: int, what: str) -> None: ...
+    def write(self, offset: int, payload) -> None: ...
+
+
+class SinkSource(Protocol):
+    """Who names sinks (``synclab.transport.inbox.Inbox``): the sink waiting for a message, claimed, or None."""
+
+    def claim_sink(self, sender: str, mid: MessageId) -> tuple[ChunkSink, Future] | None: ...
+
+
+# What Reassembler.add returns for a message whose chunks all went into a sink (nothing left to deliver).
+CONSUMED = Received(MessageId(0, ""), "", 0, None)
+
+
+@dataclass(slots=True)
+class _Streaming:
+    sink: ChunkSink
+    future: Future
+    total: int
+    filled: int = 0
+    priority: int = 0
+
+
 @dataclass(slots=True)
 class _Partial:
     dtype: torch.dtype
@@ -189,14 +216,21 @@ class Reassembler:
     messages may interleave (a priority scheduler preempts at chunk boundaries),
     so partial messages are kept per :class:`MessageId`. Every size a header
     announces is checked against ``limits`` before its buffer is allocated.
+
+    ``sinks`` (a :class:`SinkSource`, the worker's inbox): at a message's first
+    chunk, a sink already waiting for it takes every chunk as it arrives, in
+    order and checked as staged chunks are, and no buffer is staged; ``add``
+    then returns :data:`CONSUMED` for the last chunk and resolves the sink's
+    future. A sink that refuses a chunk fails its future and the stream.
     """
 
     def __init__(self, max_chunk_bytes: int = DEFAULT_CHUNK_BYTES, limits: MessageLimits | None = None, *,
-                 peer: str = "peer"):
+                 peer: str = "peer", sinks: SinkSource | None = None):
         self.max_chunk_bytes = max_chunk_bytes
         self.limits = limits if limits is not None else MessageLimits()
         self.peer = peer
-        self._partial: dict[MessageId, _Partial] = {}
+        self.sinks = sinks
+        self._partial: dict[MessageId, _Partial | _Streaming] = {}
         self._staged_bytes = 0  # buffers of unfinished messages, plus MESSAGE_OVERHEAD_BYTES each
 
     def add(self, frame: WireFrame | pb.Frame) -> Received | None:
@@ -227,12 +261,22 @@ class Reassembler:
             if expected != h.total_bytes:
                 raise FrameError(f"{mid.key!r} from {peer}: shape {shape} of {dtype} needs {expected} bytes, "
                                  f"header says {h.total_bytes}")
-            if len(payload) == h.total_bytes:  # single-chunk fast path: no staging buffer
-                tensor = torch.frombuffer(bytearray(payload), dtype=dtype).reshape(shape) if payload else torch.empty(shape, dtype=dtype)
-                return Received(mid, h.sender, h.priority, tensor)
             if len(payload) > h.total_bytes:
                 raise FrameError(f"{mid.key!r} from {peer}: a {len(payload)}-byte chunk overruns the declared "
                                  f"{h.total_bytes} bytes")
+            claimed = self.sinks.claim_sink(h.sender, mid) if self.sinks is not None else None
+            if claimed is not None:
+                stream = _Streaming(claimed[0], claimed[1], h.total_bytes, priority=h.priority)
+                try:
+                    stream.sink.check(dtype, h.total_bytes, f"{mid.key!r} from {peer}")
+                except FrameError as e:
+                    stream.future.set_exception(e)
+                    raise
+                self._partial[mid] = stream
+                return self._stream(mid, stream, h, payload)
+            if len(payload) == h.total_bytes:  # single-chunk fast path: no staging buffer
+                tensor = torch.frombuffer(bytearray(payload), dtype=dtype).reshape(shape) if payload else torch.empty(shape, dtype=dtype)
+                return Received(mid, h.sender, h.priority, tensor)
             staged = self._staged_bytes + h.total_bytes + MESSAGE_OVERHEAD_BYTES
             if staged > self.limits.max_peer_bytes:
                 raise FrameError(f"{peer} has {len(self._partial)} unfinished messages holding "
@@ -241,6 +285,8 @@ class Reassembler:
             part = _Partial(dtype, shape, bytearray(h.total_bytes), priority=h.priority)
             self._partial[mid] = part
             self._staged_bytes = staged
+        elif type(part) is _Streaming:
+            return self._stream(mid, part, h, payload)
         elif h.offset != part.filled:
             raise FrameError(f"{mid.key!r} from {peer}: chunk at offset {h.offset}, expected {part.filled}")
         end = part.filled + len(payload)
@@ -254,6 +300,30 @@ class Reassembler:
         self._staged_bytes -= len(part.buf) + MESSAGE_OVERHEAD_BYTES
         tensor = torch.frombuffer(part.buf, dtype=part.dtype).reshape(part.shape)
         return Received(mid, h.sender, part.priority, tensor)
+
+    def _stream(self, mid: MessageId, part: _Streaming, h, payload) -> Received | None:
+        """One chunk of a message that goes into a sink: checked, applied, and the sink's future resolved at
+        the last byte."""
+        try:
+            if h.offset != part.filled:
+                raise FrameError(f"{mid.key!r} from {self.peer}: chunk at offset {h.offset}, expected {part.filled}")
+            end = part.filled + len(payload)
+            if end > part.total:
+                raise FrameError(f"{mid.key!r} from {self.peer}: chunks overrun the declared {part.total} bytes")
+            if not part.future.cancelled():  # a reader that gave up owns its destination again: drop the bytes
+                part.sink.write(part.filled, payload)
+        except BaseException as e:
+            del self._partial[mid]
+            if not part.future.done():
+                part.future.set_exception(e)
+            raise
+        part.filled = end
+        if end < part.total:
+            return None
+        del self._partial[mid]
+        if not part.future.done():
+            part.future.set_result(Received(mid, h.sender, part.priority, None))
+        return CONSUMED
 
     @property
     def pending(self) -> int:
