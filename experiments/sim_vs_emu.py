@@ -29,23 +29,30 @@ EXTRA = {"stanza": ["strategy.fc_workers=1"], "ssdsgd": ["strategy.warmup=3", "s
          "mgwfbp": ["strategy.profile_iterations=3"], "mgwfbp-opt": ["strategy.profile_iterations=3"]}
 
 
-def _summary(out: Path, cmd: list[str]) -> dict:
+def _summary(out: Path, cmd: list[str], *, redo: bool = False) -> dict:
     path = out / "summary.json"
-    if not path.exists():
+    if redo or not path.exists():
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
         if r.returncode:
             raise RuntimeError(f"{' '.join(cmd[2:5])} failed: {(r.stdout + r.stderr).strip().splitlines()[-1:]}")
     return json.loads(path.read_text())
 
 
-def point(spec: Path, out: Path, sets: list[str], dilation: int) -> dict:
+def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | None = None,
+          sim_args: list[str] = (), resim: bool = False, emu_only: bool = False) -> dict:
     emu_cmd = [sys.executable, "-m", "synclab", "run", str(spec), "--out", str(out / "emu"), "--no-report"]
-    sim_cmd = [sys.executable, "-m", "synclab", "simulate", str(spec), "--out", str(out / "sim")]
+    if lock:  # one emulation on the host at a time, taken per point (not for the whole grid)
+        emu_cmd = ["flock", lock, *emu_cmd]
+    sim_cmd = [sys.executable, "-m", "synclab", "simulate", str(spec), "--out", str(out / "sim"), *sim_args]
     for s in sets:
         sim_cmd += ["--set", s]
     for s in [*sets, f"run.dilation={dilation}"]:
         emu_cmd += ["--set", s]
-    emu, sim = _summary(out / "emu", emu_cmd), _summary(out / "sim", sim_cmd)
+    emu = _summary(out / "emu", emu_cmd)
+    if emu_only:
+        return {"emulated_s": emu["iteration_seconds"]["mean"], "backend": emu.get("network_backend"),
+                "dilation": dilation}
+    sim = _summary(out / "sim", sim_cmd, redo=resim)
     e, s_ = emu["iteration_seconds"]["mean"], sim["iteration_seconds"]["mean"]
     return {"emulated_s": e, "simulated_s": s_, "ratio": s_ / e, "within_10pct": abs(s_ / e - 1) <= 0.10,
             "backend": emu.get("network_backend"), "dilation": dilation}
@@ -63,6 +70,11 @@ def main() -> None:
     ap.add_argument("--dilation", type=int, default=8, help="run.dilation of emulated points at >= 4 Gbit/s")
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--out", type=Path, default=Path("runs/sim-vs-emu"))
+    ap.add_argument("--lock", help="flock this file around each emulated point (a host shared by several jobs)")
+    ap.add_argument("--sim-arg", dest="sim_args", action="append", default=[],
+                    help="an argument for `synclab simulate` only (e.g. --sim-arg=--host-cpu)")
+    ap.add_argument("--resim", action="store_true", help="simulate every point again (emulated ones are reused)")
+    ap.add_argument("--emu-only", action="store_true", help="run the emulated points only")
     a = ap.parse_args()
 
     from rich.console import Console
@@ -81,7 +93,8 @@ def main() -> None:
         dilation = a.dilation if parse_rate_bps(rate) >= 4e9 else 1
         row = {"strategy": strategy, "rate": rate, "workers": workers, "model": model}
         try:
-            row.update(point(a.spec, a.out / f"{strategy}-{rate}-{workers}w-{model}", sets, dilation))
+            row.update(point(a.spec, a.out / f"{strategy}-{rate}-{workers}w-{model}", sets, dilation, lock=a.lock,
+                             sim_args=a.sim_args, resim=a.resim, emu_only=a.emu_only))
         except RuntimeError as e:
             row["error"] = str(e)
         rows.append(row)
@@ -121,7 +134,7 @@ def main() -> None:
             t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], f"{r['emulated_s']:.3f}",
                       f"{r['simulated_s']:.3f}", f"{r['ratio']:.3f}", "yes" if r["within_10pct"] else "NO")
         else:
-            t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], "—", "—", "error", r["error"][:60])
+            t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], "—", "—", "—", r.get("error", "emulated only")[:60])
     Console(width=None if sys.stdout.isatty() else 150).print(t)
     print(f"wrote {a.out}/sim-vs-emu.csv, .json, .png")
 

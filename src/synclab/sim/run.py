@@ -19,7 +19,7 @@ from typing import Any
 import simpy
 
 from synclab.config import Spec, SpecError, parse_spec
-from synclab.sim.network import Network
+from synclab.sim.network import HostCpu, Network
 from synclab.sim.nodes import Cluster, SimWorker, ring_allreduce
 from synclab.sim.strategies import PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard, mgwfbp_fit, model_for
 
@@ -28,6 +28,17 @@ from synclab.sim.strategies import PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, 
 # namespaces, 1gbit profile (tbf), resnet50 replay x0.01: a = 1.722 ms for a 2-worker ring
 # all-reduce (R² = 0.995), which is 2(N-1) = 2 messages: a = 0.861 ms per message.
 DEFAULT_STARTUP_S = 0.000861
+# The emulator's data plane costs this many host CPU seconds per byte moved (all processes, sender and
+# receiver together). Source: README "### The data plane beside gloo", `experiments/allreduce_vs_gloo.py`
+# on this 2-core VM, 2026-11-24: SyncLab's ring all-reduce of ResNet-50's 102 MB over 1 Gbit/s tbf,
+# "CPU s/GB" 2.09 at 2 ranks and 2.09 at 4 ranks (all ranks' user+system over 2(N-1)·M·4 bytes sent).
+# Used only with ``host_cores`` (HostCpu, the emulator's host as a shared resource; off by default).
+DEFAULT_CPU_S_PER_BYTE = 2.09e-9
+# Of that, the share not overlapped with the wire (reassembly and the ring's add once a segment is in,
+# before the next step leaves: store and forward). Source: the same table, 1 Gbit/s, 2 ranks, where the
+# two ranks' work runs on two cores without contention: SyncLab 0.881 s against the ring bound 0.818 s,
+# 2 steps of 51.1 MB each; (0.881 - 0.818 - 2 steps x 0.861 ms start-up) / (2 x 51.1e6 B) = 0.60 ns/B.
+DEFAULT_SERIAL_S_PER_BYTE = 0.60e-9
 EVENT_CAP = 2_000_000  # per-tensor events and spans beyond this many rows are not recorded
 
 
@@ -51,6 +62,7 @@ class SimResult:
     profile_meta: dict[str, Any] = field(default_factory=dict)
     startup_s: float = DEFAULT_STARTUP_S
     world: int = 1
+    host_cpu: dict | None = None
 
 
 def prepare(spec: Spec) -> tuple[Spec, list[str]]:
@@ -77,7 +89,9 @@ class Simulation:
     """The shared state the node and strategy models read (see :mod:`synclab.sim.nodes`)."""
 
     def __init__(self, spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, workers: int | None = None,
-                 record_events: bool | None = None):
+                 record_events: bool | None = None, host_cores: float | None = None,
+                 cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
+                 serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE):
         import torch
 
         from synclab.core import param_layout
@@ -93,7 +107,13 @@ class Simulation:
         self.iterations = s.run.iterations
         self.env = simpy.Environment()
         self.rng = random.Random(s.run.seed)
-        self.net = Network(self.env, self.rng)
+        # all ranks of a ring strategy are identical: rank 0 simulated, the others mirror it
+        self.mirror = self.name in RING_STRATEGIES
+        host_cpu = None
+        if host_cores is not None:  # the emulator's one host: every node's data plane on `host_cores` cores
+            host_cpu = HostCpu(host_cores, cpu_s_per_byte, serial_s_per_byte=serial_s_per_byte, dilation=s.run.dilation,
+                               mirrored=self.world if self.mirror and self.world > 1 else 1)
+        self.net = Network(self.env, self.rng, host_cpu)
         profile = s.compute.model_profile()
         self.profile = profile
         with torch.device("meta"):
@@ -116,7 +136,6 @@ class Simulation:
         self.update_s = [u * s.compute.scale for u in shares]
         self.elem_bytes = {"float32": 4, "float16": 2, "bfloat16": 2}[profile.dtype]
         self.samples = s.model.batch_size * batch_factor
-        self.mirror = self.name in RING_STRATEGIES  # all ranks identical: rank 0 simulated, the others mirror it
         self.record = s.run.events if record_events is None else record_events
         self.events: list[tuple] = []
         self.spans: list[tuple] = []
@@ -195,6 +214,7 @@ class Simulation:
         rows.sort(key=lambda r: (r["iteration"], r["rank"]))
         return SimResult(self.spec, rows, self.events, self.spans, sent, received, self.net.events, wall,
                          self.env.now - self.t_job, plan=self.plan_record, startup_s=self.cluster.startup_s, world=self.world,
+                         host_cpu=None if self.net.host_cpu is None else self.net.host_cpu.as_dict(),
                          profile_meta={"model": self.profile.model, "batch_size": self.profile.batch_size,
                                        "device": self.profile.device,
                                        "device_name": self.profile.meta.get("device_name"),
@@ -202,13 +222,22 @@ class Simulation:
 
 
 def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events: bool | None = None,
-             workers: int | None = None) -> SimResult:
+             workers: int | None = None, host_cores: float | None = None,
+             cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
+             serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE) -> SimResult:
     """Simulate ``spec`` (as loaded by :func:`synclab.config.load_spec`); :class:`UnsupportedStrategy` or
-    :class:`~synclab.config.SpecError` when it cannot."""
+    :class:`~synclab.config.SpecError` when it cannot.
+
+    ``host_cores``: model the emulator's host (every node on one machine of that many cores, each byte
+    moved costing ``cpu_s_per_byte`` CPU seconds, ``serial_s_per_byte`` of them after the message is in,
+    ``run.dilation`` applied: :class:`~synclab.sim.network.HostCpu`), for validation against the
+    emulator; None (default) simulates a cluster whose nodes have their own CPUs."""
     if startup_s < 0:
         raise ValueError(f"startup_s must be >= 0, got {startup_s}")
     spec, notes = prepare(spec)
-    result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers).run()
+    result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers,
+                        host_cores=host_cores, cpu_s_per_byte=cpu_s_per_byte,
+                        serial_s_per_byte=serial_s_per_byte).run()
     result.notes = notes
     return result
 
