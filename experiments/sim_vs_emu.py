@@ -9,6 +9,10 @@ target when that ratio is within ±10 %. Rates of 4 Gbit/s and above run the emu
     python experiments/sim_vs_emu.py [--strategies wfbp,ps] [--rates 1gbit] [--workers 2,4] [--models resnet50]
         [--scale 0.01] [--iterations 8] [--dilation 8] [--set KEY=VALUE ...] [--out runs/sim-vs-emu]
 
+``--sim-arg=--host-cpu --sim-arg=2`` simulates with the emulator's host modelled (2 shared cores, the data
+plane's measured CPU seconds per byte: :class:`synclab.sim.network.HostCpu`); ``--resim`` simulates every
+point again while the emulated ones are reused; ``--lock FILE`` takes an flock per emulated point.
+
 The issue's grid is every strategy × {1gbit, 4gbit} × {2, 4, 8, 16} × {resnet50, vgg16}; a point takes about
 30 s to several minutes of host time on the emulator, so run it in parts (finished points are kept: the
 summary of a point already in ``--out`` is reused). Writes ``sim-vs-emu.csv``, ``.json`` and ``.png``.
@@ -44,9 +48,9 @@ def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | 
     if lock:  # one emulation on the host at a time, taken per point (not for the whole grid)
         emu_cmd = ["flock", lock, *emu_cmd]
     sim_cmd = [sys.executable, "-m", "synclab", "simulate", str(spec), "--out", str(out / "sim"), *sim_args]
-    for s in sets:
-        sim_cmd += ["--set", s]
+    # the simulator's clock needs no dilation; its host-CPU model (--sim-arg=--host-cpu) reads run.dilation
     for s in [*sets, f"run.dilation={dilation}"]:
+        sim_cmd += ["--set", s]
         emu_cmd += ["--set", s]
     emu = _summary(out / "emu", emu_cmd)
     if emu_only:
@@ -54,8 +58,25 @@ def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | 
                 "dilation": dilation}
     sim = _summary(out / "sim", sim_cmd, redo=resim)
     e, s_ = emu["iteration_seconds"]["mean"], sim["iteration_seconds"]["mean"]
-    return {"emulated_s": e, "simulated_s": s_, "ratio": s_ / e, "within_10pct": abs(s_ / e - 1) <= 0.10,
-            "backend": emu.get("network_backend"), "dilation": dilation}
+    row = {"emulated_s": e, "simulated_s": s_, "ratio": s_ / e, "within_10pct": abs(s_ / e - 1) <= 0.10,
+           "backend": emu.get("network_backend"), "dilation": dilation}
+    return {**row, **cost_fits(out)}
+
+
+def cost_fits(out: Path) -> dict:
+    """The T(M) = a + b·M fits (MG-WFBP eq. 10; bytes, seconds) the emulator's and the simulator's ``mgwfbp``
+    recorded in their plan.json, and simulated ÷ emulated of each (issue 14: within 20 %)."""
+    fits = {}
+    for side in ("emu", "sim"):
+        path = out / side / "plan.json"
+        fit = json.loads(path.read_text()).get("cost_fit") if path.exists() else None
+        if isinstance(fit, dict) and "a" in fit:
+            fits[side] = fit
+    if len(fits) < 2:
+        return {}
+    e, s = fits["emu"], fits["sim"]
+    return {"emu_a_s": e["a"], "emu_b_s_per_byte": e["b"], "sim_a_s": s["a"], "sim_b_s_per_byte": s["b"],
+            "a_ratio": s["a"] / e["a"] if e["a"] else None, "b_ratio": s["b"] / e["b"] if e["b"] else None}
 
 
 def main() -> None:
@@ -102,7 +123,7 @@ def main() -> None:
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
     cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "backend",
-            "dilation", "error"]
+            "dilation", "emu_a_s", "emu_b_s_per_byte", "sim_a_s", "sim_b_s_per_byte", "a_ratio", "b_ratio", "error"]
     with (a.out / "sim-vs-emu.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()

@@ -86,6 +86,8 @@ def write_run(r: SimResult, out: Path) -> dict:
         for row in r.rows:
             w.writerow({k: (f"{v:.9f}" if isinstance(v, float) else v) for k, v in row.items()})
     summary = summary_of(r)
+    if r.plan is not None:  # the merge plan with its cost fit, as the emulator's plan.json has it
+        (out / "plan.json").write_text(json.dumps(r.plan, indent=2, default=str) + "\n")
     if r.events:
         names = _names(r)
         rows = [{"iteration": it, "node": f"worker{rank}", "tensor": names[idx], "event": kind, "time_s": t}

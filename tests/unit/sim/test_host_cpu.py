@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 import simpy
+from typer.testing import CliRunner
 
+from synclab.cli import app
+from synclab.config import load_spec
 from synclab.sim.network import CpuServer, HostCpu, Link, Network, Nic
+from synclab.sim.records import write_run
+from synclab.sim.run import simulate
 
 
 def _net(host=None):
@@ -118,3 +124,34 @@ def test_without_a_host_nothing_changes():
          delay_s=0.0).send(1_000_000, lambda: done.append(env.now))
     env.run()
     assert done == [pytest.approx(0.001 + 0.008)]
+
+
+QUICKSTART = Path(__file__).resolve().parents[3] / "examples" / "quickstart.yaml"
+BASE = ["compute.mode=replay", "run.iterations=3", "run.warmup=1", "compute.scale=0.01", "network.rate=1gbit"]
+
+
+def test_simulated_mgwfbp_fit_b_carries_the_serial_cost_at_two_workers():
+    # 2 workers, ring of M bytes: 2 steps of M/2, each at 1 Gbit/s (the host's 2 cores are not the
+    # bottleneck) plus M/2 * serial after it: b = 8 ns/B + 0.6 ns/B; a = 2 start-ups
+    spec = load_spec(QUICKSTART, [*BASE, "strategy.name=mgwfbp", "strategy.profile_iterations=1",
+                                  "cluster.workers=2"])
+    fit = simulate(spec, startup_s=0.0005, host_cores=2, cpu_s_per_byte=2e-9,
+                   serial_s_per_byte=0.6e-9).plan["cost_fit"]
+    assert fit["b"] == pytest.approx(8.6e-9, rel=1e-6) and fit["a"] == pytest.approx(0.001, rel=1e-4)
+    plain = simulate(spec, startup_s=0.0005).plan["cost_fit"]
+    assert plain["b"] == pytest.approx(8e-9, rel=1e-6)
+
+
+def test_host_cpu_slows_a_crowded_ring_and_is_recorded(tmp_path):
+    spec = load_spec(QUICKSTART, [*BASE, "strategy.name=synceasgd", "cluster.workers=8"])
+    free, host = simulate(spec), simulate(spec, host_cores=2)
+    assert free.host_cpu is None and host.host_cpu["mirrored"] == 8
+    mean = lambda r: sum(x["iteration_s"] for x in r.rows) / len(r.rows)  # noqa: E731
+    assert mean(host) > mean(free)
+    assert write_run(host, tmp_path)["host_cpu"]["cores"] == 2
+
+
+def test_cli_cpu_cost_needs_host_cores(tmp_path):
+    res = CliRunner().invoke(app, ["simulate", str(QUICKSTART), "--out", str(tmp_path / "r"),
+                                   "--cpu-s-per-gb", "2", "--set", "compute.mode=replay"])
+    assert res.exit_code == 2 and "--host-cpu" in res.output
