@@ -36,9 +36,18 @@ DEFAULT_STARTUP_S = 0.000861
 DEFAULT_CPU_S_PER_BYTE = 2.09e-9
 # Of that, the share not overlapped with the wire (reassembly and the ring's add once a segment is in,
 # before the next step leaves: store and forward). Source: the same table, 1 Gbit/s, 2 ranks, where the
-# two ranks' work runs on two cores without contention: SyncLab 0.881 s against the ring bound 0.818 s,
-# 2 steps of 51.1 MB each; (0.881 - 0.818 - 2 steps x 0.861 ms start-up) / (2 x 51.1e6 B) = 0.60 ns/B.
-DEFAULT_SERIAL_S_PER_BYTE = 0.60e-9
+# two ranks' work runs on two cores without contention: SyncLab 0.881 s against the ring bound 0.818 s
+# at the wire rate, 0.818 / PAYLOAD_SHARE = 0.855 s at the payload rate; 2 steps of 51.1 MB, each with
+# one start-up (0.861 ms): (0.881 - 0.855 - 2 x 0.000861) / (2 x 51.1e6 B) = 0.23 ns/B. Cross-check on the
+# 4-rank row (not used to set it): 6 steps of 25.5 MB, 4 ranks' jobs on 2 cores at half speed each,
+# 1.283 s + 6 x 0.861 ms + 6 x 25.5e6 x 0.23e-9 x 2 = 1.359 s against 1.364 s measured.
+DEFAULT_SERIAL_S_PER_BYTE = 0.23e-9
+# The share of a link's rate that carries message bytes. The profiles' rate is the wire rate in L2 bytes
+# (netem/profiles/*.yaml: "wire rate, L2 bytes; TCP goodput ~0.957x"; tbf counts whole frames): a full
+# 1514-byte frame carries 1448 payload bytes (1500 MTU - 20 IP - 32 TCP with timestamps). README
+# "### The data plane beside gloo": `synclab netbench` measured SyncLab's stream at 0.956 Gbit/s on the
+# 1gbit profile, = iperf3. 1448 / 1514 = 0.9564.
+PAYLOAD_SHARE = 1448 / 1514
 EVENT_CAP = 2_000_000  # per-tensor events and spans beyond this many rows are not recorded
 
 
@@ -142,7 +151,7 @@ class Simulation:
         self.cluster = Cluster(self.net, s.network.link_profile(), startup_s=startup_s,
                                chunk_bytes=s.transport.chunk_bytes,
                                policies={"worker": cls.send_policy, "ps": cls.send_policy}, record_spans=False,
-                               machine_of=s.machine_of)
+                               machine_of=s.machine_of, payload_share=PAYLOAD_SHARE)
         self.plan = None
         self.parts_of: list[list] = [[] for _ in infos]
         self.shards: list[SimShard] = []

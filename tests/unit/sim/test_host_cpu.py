@@ -132,14 +132,16 @@ BASE = ["compute.mode=replay", "run.iterations=3", "run.warmup=1", "compute.scal
 
 def test_simulated_mgwfbp_fit_b_carries_the_serial_cost_at_two_workers():
     # 2 workers, ring of M bytes: 2 steps of M/2, each at 1 Gbit/s (the host's 2 cores are not the
-    # bottleneck) plus M/2 * serial after it: b = 8 ns/B + 0.6 ns/B; a = 2 start-ups
+    # bottleneck; payload 1448 of every 1514 wire bytes) plus M/2 * serial after it:
+    # b = 8 ns/B * 1514/1448 + 0.6 ns/B; a = 2 start-ups
     spec = load_spec(QUICKSTART, [*BASE, "strategy.name=mgwfbp", "strategy.profile_iterations=1",
                                   "cluster.workers=2"])
     fit = simulate(spec, startup_s=0.0005, host_cores=2, cpu_s_per_byte=2e-9,
                    serial_s_per_byte=0.6e-9).plan["cost_fit"]
-    assert fit["b"] == pytest.approx(8.6e-9, rel=1e-6) and fit["a"] == pytest.approx(0.001, rel=1e-4)
+    assert fit["b"] == pytest.approx(8e-9 * 1514 / 1448 + 0.6e-9, rel=1e-6)
+    assert fit["a"] == pytest.approx(0.001, rel=1e-4)
     plain = simulate(spec, startup_s=0.0005).plan["cost_fit"]
-    assert plain["b"] == pytest.approx(8e-9, rel=1e-6)
+    assert plain["b"] == pytest.approx(8e-9 * 1514 / 1448, rel=1e-6)
 
 
 def test_host_cpu_slows_a_crowded_ring_and_is_recorded(tmp_path):
@@ -155,3 +157,19 @@ def test_cli_cpu_cost_needs_host_cores(tmp_path):
     res = CliRunner().invoke(app, ["simulate", str(QUICKSTART), "--out", str(tmp_path / "r"),
                                    "--cpu-s-per-gb", "2", "--set", "compute.mode=replay"])
     assert res.exit_code == 2 and "--host-cpu" in res.output
+
+
+def test_payload_share_slows_the_nics_and_is_checked():
+    from synclab.netem.profile import profile_from_mapping
+    from synclab.sim.nodes import Cluster
+
+    env, net = _net()
+    profile = profile_from_mapping({"rate": "1gbit", "direction": "both"})
+    c = Cluster(net, profile, startup_s=0.0, chunk_bytes=1 << 30, policies={}, record_spans=False,
+                payload_share=0.5)
+    done = []
+    c.send("worker0", "worker1", 1_000_000, lambda: done.append(env.now))
+    env.run()
+    assert done == [pytest.approx(0.016)]  # half the rate carries payload
+    with pytest.raises(ValueError):
+        Cluster(net, profile, startup_s=0.0, chunk_bytes=1, policies={}, record_spans=False, payload_share=0)
