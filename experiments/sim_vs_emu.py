@@ -43,7 +43,7 @@ def _summary(out: Path, cmd: list[str], *, redo: bool = False) -> dict:
 
 
 def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | None = None,
-          sim_args: list[str] = (), resim: bool = False, emu_only: bool = False) -> dict:
+          sim_args: list[str] = (), resim: bool = False, emu_only: bool = False, sim_only: bool = False) -> dict:
     emu_cmd = [sys.executable, "-m", "synclab", "run", str(spec), "--out", str(out / "emu"), "--no-report"]
     if lock:  # one emulation on the host at a time, taken per point (not for the whole grid)
         emu_cmd = ["flock", lock, *emu_cmd]
@@ -52,6 +52,8 @@ def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | 
     for s in [*sets, f"run.dilation={dilation}"]:
         sim_cmd += ["--set", s]
         emu_cmd += ["--set", s]
+    if sim_only and not (out / "emu" / "summary.json").exists():
+        raise RuntimeError("no emulated run recorded (--sim-only)")
     emu = _summary(out / "emu", emu_cmd)
     if emu_only:
         return {"emulated_s": emu["iteration_seconds"]["mean"], "backend": emu.get("network_backend"),
@@ -96,6 +98,7 @@ def main() -> None:
                     help="an argument for `synclab simulate` only (e.g. --sim-arg=--host-cpu)")
     ap.add_argument("--resim", action="store_true", help="simulate every point again (emulated ones are reused)")
     ap.add_argument("--emu-only", action="store_true", help="run the emulated points only")
+    ap.add_argument("--sim-only", action="store_true", help="simulate the points already emulated; skip the rest")
     a = ap.parse_args()
 
     from rich.console import Console
@@ -115,8 +118,10 @@ def main() -> None:
         row = {"strategy": strategy, "rate": rate, "workers": workers, "model": model}
         try:
             row.update(point(a.spec, a.out / f"{strategy}-{rate}-{workers}w-{model}", sets, dilation, lock=a.lock,
-                             sim_args=a.sim_args, resim=a.resim, emu_only=a.emu_only))
+                             sim_args=a.sim_args, resim=a.resim, emu_only=a.emu_only, sim_only=a.sim_only))
         except RuntimeError as e:
+            if a.sim_only and "--sim-only" in str(e):
+                continue
             row["error"] = str(e)
         rows.append(row)
 

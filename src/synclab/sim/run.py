@@ -24,10 +24,13 @@ from synclab.sim.nodes import Cluster, SimWorker, ring_allreduce
 from synclab.sim.strategies import PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard, mgwfbp_fit, model_for
 
 # The per-message start-up cost a (seconds). Source: the MG-WFBP fit of `synclab run` with strategy
-# mgwfbp (plans/mgwfbp.py fit_cost_model, plan.json) on this machine: 2 workers in network
-# namespaces, 1gbit profile (tbf), resnet50 replay x0.01: a = 1.722 ms for a 2-worker ring
-# all-reduce (R² = 0.995), which is 2(N-1) = 2 messages: a = 0.861 ms per message.
-DEFAULT_STARTUP_S = 0.000861
+# mgwfbp (plans/mgwfbp.py fit_cost_model, recorded in plan.json) on this 2-core VM, re-measured
+# 2026-11-26 after the frame codec (run dir runs/sim-vs-emu-s10/mgwfbp-1gbit-2w-resnet50/emu): 2 workers
+# in network namespaces, network.rate=1gbit (tbf), resnet50 replay x0.01, 5 rounds x 6 sizes:
+# a = 1.945 ms for a 2-worker ring all-reduce (R² = 0.998), which is 2(N-1) = 2 messages:
+# a = 0.972 ms per message (the smallest sizes agree: median 1.86 ms for 7132 B = 2 x 0.93 ms).
+# The host was shared (load average 4.9 at the start of that batch). The 2026-11-24 fit gave 0.861 ms.
+DEFAULT_STARTUP_S = 0.000972
 # The emulator's data plane costs this many host CPU seconds per byte moved (all processes, sender and
 # receiver together). Source: README "### The data plane beside gloo", `experiments/allreduce_vs_gloo.py`
 # on this 2-core VM, 2026-11-24: SyncLab's ring all-reduce of ResNet-50's 102 MB over 1 Gbit/s tbf,
