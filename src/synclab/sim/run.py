@@ -25,7 +25,7 @@ from synclab.sim.strategies import PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, 
 
 # The per-message start-up cost a (seconds). Source: the MG-WFBP fit of `synclab run` with strategy
 # mgwfbp (plans/mgwfbp.py fit_cost_model, recorded in plan.json) on this 2-core VM, re-measured
-# 2026-11-26 after the frame codec (run dir runs/sim-vs-emu-s10/mgwfbp-1gbit-2w-resnet50/emu): 2 workers
+# 2026-11-25/26 (batch 23:57-00:07 UTC) after the frame codec (run dir runs/sim-vs-emu-s10/mgwfbp-1gbit-2w-resnet50/emu): 2 workers
 # in network namespaces, network.rate=1gbit (tbf), resnet50 replay x0.01, 5 rounds x 6 sizes:
 # a = 1.945 ms for a 2-worker ring all-reduce (R² = 0.998), which is 2(N-1) = 2 messages:
 # a = 0.972 ms per message (the smallest sizes agree: median 1.86 ms for 7132 B = 2 x 0.93 ms).
