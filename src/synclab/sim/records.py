@@ -35,7 +35,8 @@ def summary_of(r: SimResult) -> dict:
     out.update(compute_summary(r.rows, warmup=s.run.warmup))
     out.update(bytes_sent=dict(sorted(r.bytes_sent.items())), bytes_received=dict(sorted(r.bytes_received.items())),
                network_backend="simulated", network_profile=None if link is None else link.name or "inline",
-               link_rate_bps=None if link is None else link.rate_bps, message_startup_s=r.startup_s, host_cpu=r.host_cpu,
+               link_rate_bps=None if link is None else link.rate_bps, message_startup_s=r.startup_s,
+               host_cpu=r.host_cpu,
                initial_loss=float("nan"), final_loss=float("nan"), compute_mode="replay",
                compute_profile=r.profile_meta, compute_scale=s.compute.scale,
                simulated_seconds=r.sim_s, wall_seconds=r.wall_s, events_simulated=r.sim_events,

@@ -25,7 +25,8 @@ from synclab.sim.strategies import PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, 
 
 # The per-message start-up cost a (seconds). Source: the MG-WFBP fit of `synclab run` with strategy
 # mgwfbp (plans/mgwfbp.py fit_cost_model, recorded in plan.json) on this 2-core VM, re-measured
-# 2026-11-25/26 (batch 23:57-00:07 UTC) after the frame codec (run dir runs/sim-vs-emu-s10/mgwfbp-1gbit-2w-resnet50/emu): 2 workers
+# 2026-11-25/26 (batch 23:57-00:07 UTC) after the frame codec
+# (run dir runs/sim-vs-emu-s10/mgwfbp-1gbit-2w-resnet50/emu): 2 workers
 # in network namespaces, network.rate=1gbit (tbf), resnet50 replay x0.01, 5 rounds x 6 sizes:
 # a = 1.945 ms for a 2-worker ring all-reduce (R² = 0.998), which is 2(N-1) = 2 messages:
 # a = 0.972 ms per message (the smallest sizes agree: median 1.86 ms for 7132 B = 2 x 0.93 ms).
@@ -225,8 +226,8 @@ class Simulation:
             sent, received = dict(self.cluster.bytes_sent), dict(self.cluster.bytes_received)
         rows.sort(key=lambda r: (r["iteration"], r["rank"]))
         return SimResult(self.spec, rows, self.events, self.spans, sent, received, self.net.events, wall,
-                         self.env.now - self.t_job, plan=self.plan_record, startup_s=self.cluster.startup_s, world=self.world,
-                         host_cpu=None if self.net.host_cpu is None else self.net.host_cpu.as_dict(),
+                         self.env.now - self.t_job, plan=self.plan_record, startup_s=self.cluster.startup_s,
+                         world=self.world, host_cpu=None if self.net.host_cpu is None else self.net.host_cpu.as_dict(),
                          profile_meta={"model": self.profile.model, "batch_size": self.profile.batch_size,
                                        "device": self.profile.device,
                                        "device_name": self.profile.meta.get("device_name"),
