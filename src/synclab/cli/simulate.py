@@ -32,7 +32,10 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
                                                           "see synclab.sim.run)."),
              serial_s_per_gb: Optional[float] = typer.Option(None, "--serial-s-per-gb", help="With --host-cpu: of "
                                                              "those, the seconds per GB spent after a message is in "
-                                                             "(not overlapped with the wire; default measured).")):
+                                                             "(not overlapped with the wire; default measured)."),
+             shard_cpu: Optional[str] = typer.Option(None, "--shard-cpu", help="PUSH,UPDATE,REPLY: the PS shards' "
+                                                     "host CPU in ns per value (experiments/shard_cpu.py measures "
+                                                     "it); default off, the papers' PS machines.")):
     """Simulate SPEC on a simulated clock (SimPy): same profiles, plans and links; writes run records."""
     from synclab.config import SpecError
     from synclab.sim.records import write_run, write_sweep
@@ -44,6 +47,15 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
     cpu_s_per_byte = DEFAULT_CPU_S_PER_BYTE if cpu_s_per_gb is None else cpu_s_per_gb * 1e-9
     serial_s_per_byte = DEFAULT_SERIAL_S_PER_BYTE if serial_s_per_gb is None else serial_s_per_gb * 1e-9
 
+    cpu = None
+    if shard_cpu is not None:
+        from synclab.sim.strategies import ShardCpu
+
+        try:
+            push, update, reply = (float(x) * 1e-9 for x in shard_cpu.split(","))
+            cpu = ShardCpu(push, update, reply)
+        except ValueError as e:
+            _fail(f"--shard-cpu {shard_cpu!r} must be three numbers >= 0, ns per value: PUSH,UPDATE,REPLY ({e})")
     points: list[tuple[str, list[str]]] = [("", list(set_))]
     key = None
     if sweep is not None:
@@ -67,7 +79,7 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
             try:
                 r = run_sim(s, startup_s=DEFAULT_STARTUP_S if startup is None else startup, workers=workers,
                             host_cores=host_cpu, cpu_s_per_byte=cpu_s_per_byte,
-                            serial_s_per_byte=serial_s_per_byte)
+                            serial_s_per_byte=serial_s_per_byte, shard_cpu=cpu)
             except SpecError as e:
                 _fail(f"invalid spec: {e}")
             except ValueError as e:

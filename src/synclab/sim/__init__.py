@@ -7,7 +7,8 @@ Writes the run-record subset ``synclab report`` reads, marked ``"simulated": tru
 
 - :mod:`~synclab.sim.network`: NICs, flows, links (the fluid network model).
 - :mod:`~synclab.sim.nodes`: the cluster, the ring all-reduce, the comm thread, replayed compute and gates.
-- :mod:`~synclab.sim.strategies`: what each strategy does; which strategies are modelled.
+- :mod:`~synclab.sim.strategies`: what each strategy does (ring, PS in every server mode, SSD-SGD, ASGD).
+- :mod:`~synclab.sim.stanza`: Stanza's CONV and FC workers, their messages, recursive doubling.
 - :mod:`~synclab.sim.run`: :func:`simulate`, a spec in, a :class:`SimResult` out.
 - :mod:`~synclab.sim.records`: the run records and the sweep CSV/PNG.
 """

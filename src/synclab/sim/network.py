@@ -17,6 +17,11 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   starts its next chunk only when no other link of the sender has a more urgent
   message at its head (P3 §4.2's single consumer). Equal priorities, and FIFO
   links, share the NIC fairly, as TCP streams share it.
+* A link's queue holds at most ``capacity_bytes`` not yet on the wire, as the transport's
+  ``SendScheduler.put`` does (``transport.queue_bytes``): a sender that asks to be told
+  (:meth:`Link.admit`) waits while the queued bytes and its message would exceed it (one message
+  is always admitted). This is the back-pressure that holds a worker's communication thread
+  when it pushes faster than its link drains (SSD-SGD's local iterations).
 * Every message pays a start-up cost ``a`` (``startup_s``) on its link before
   its first byte — the per-message constant of T = a + b·M (MG-WFBP eq. 1) —
   then its bytes at the shared rate (b = 8/rate per byte), then the one-way
@@ -287,7 +292,7 @@ class Link:
 
     def __init__(self, net: Network, egress: Nic, ingress: Nic, *, policy: str, chunk_bytes: int,
                  startup_s: float, delay_s: float, jitter_s: float = 0.0, on_message: Callable | None = None,
-                 group: SenderGroup | None = None):
+                 group: SenderGroup | None = None, capacity_bytes: int | None = None):
         if policy not in ("fifo", "priority"):
             raise ValueError(f"unknown send policy {policy!r}")
         self.net, self.egress, self.ingress = net, egress, ingress
@@ -300,6 +305,9 @@ class Link:
         self._busy = False
         self._current: Message | None = None  # the message whose chunk is on the wire
         self.bytes_sent = 0
+        self.capacity_bytes = capacity_bytes
+        self.queued_bytes = 0  # enqueued, not yet handed to the wire as chunks
+        self._admitting: list[tuple[int, Callback]] = []  # senders waiting for room, in order
         if policy == "priority":
             self.group.senders.append(self)
 
@@ -321,7 +329,24 @@ class Link:
             if not o._busy:
                 o._next()
 
+    def admit(self, nbytes: int, then: Callback) -> None:
+        """Call ``then`` once a message of ``nbytes`` fits the queue (``SendScheduler.put``'s wait)."""
+        if not self._admitting and self._fits(nbytes):
+            then()
+        else:
+            self._admitting.append((nbytes, then))
+
+    def _fits(self, nbytes: int) -> bool:
+        return self.capacity_bytes is None or not self.queued_bytes or \
+            self.queued_bytes + nbytes <= self.capacity_bytes
+
+    def _room(self) -> None:
+        while self._admitting and self._fits(self._admitting[0][0]):
+            _, then = self._admitting.pop(0)
+            then()
+
     def send(self, nbytes: int, on_delivered: Callback, priority: int = 0) -> None:
+        self.queued_bytes += nbytes
         msg = Message(nbytes, priority if self.policy == "priority" else 0, next(self._seq), on_delivered)
         heapq.heappush(self._heap, (msg.priority, msg.seq, msg))
         if not self._busy:
@@ -346,6 +371,9 @@ class Link:
 
     def _chunk(self, msg: Message) -> None:
         n = min(msg.left, self.chunk_bytes)
+        self.queued_bytes -= n
+        if self._admitting:
+            self._room()
         self.net.start_flow(self.egress, self.ingress, n, lambda: self._chunk_done(msg, n))
 
     def _chunk_done(self, msg: Message, n: int) -> None:

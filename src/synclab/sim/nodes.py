@@ -39,12 +39,13 @@ class Cluster:
 
     def __init__(self, net: Network, profile: LinkProfile | None, *, startup_s: float, chunk_bytes: int,
                  policies: dict[str, str], record_spans: bool, machine_of: Callable[[str], str] = str,
-                 payload_share: float = 1.0):
+                 payload_share: float = 1.0, queue_bytes: int | None = None):
         if not 0 < payload_share <= 1:
             raise ValueError(f"payload_share must be in (0, 1], got {payload_share}")
         self.net, self.profile, self.startup_s, self.chunk_bytes = net, profile, startup_s, chunk_bytes
         self.payload_share = payload_share
         self.machine_of = machine_of
+        self.queue_bytes = queue_bytes  # each link's send-queue capacity (transport.queue_bytes)
         self.groups: dict[str, SenderGroup] = {}  # node -> the priority order of its process
         self.policies = policies  # role -> send policy of its links
         self.record_spans = record_spans
@@ -87,9 +88,16 @@ class Cluster:
                     self.spans.append((src, dst, t0, t1, nbytes))
             link = Link(self.net, s_tx, d_rx, policy=self.policies.get(self.role(src), "fifo"),
                         chunk_bytes=self.chunk_bytes, startup_s=self.startup_s, delay_s=delay, jitter_s=jitter,
-                        on_message=record, group=self.groups.setdefault(src, SenderGroup()))
+                        on_message=record, group=self.groups.setdefault(src, SenderGroup()),
+                        capacity_bytes=self.queue_bytes)
             self.links[(src, dst)] = link
         return link
+
+    def send_blocking(self, src: str, dst: str, nbytes: int, on_delivered: Callback, priority: int,
+                      then: Callback) -> None:
+        """:meth:`send` as a blocking ``Link.send`` of the transport: ``then`` once the message is queued,
+        which waits while the link's queue is full (``transport.queue_bytes``)."""
+        self.link(src, dst).admit(nbytes, lambda: (self.send(src, dst, nbytes, on_delivered, priority), then()))
 
     def send(self, src: str, dst: str, nbytes: int, on_delivered: Callback, priority: int = 0) -> None:
         self.bytes_sent[src] = self.bytes_sent.get(src, 0) + nbytes

@@ -21,7 +21,8 @@ import simpy
 from synclab.config import Spec, SpecError, parse_spec
 from synclab.sim.network import HostCpu, Network
 from synclab.sim.nodes import Cluster, SimWorker, ring_allreduce
-from synclab.sim.strategies import PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard, mgwfbp_fit, model_for
+from synclab.sim.strategies import (OTHER_STRATEGIES, PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard,
+                                    mgwfbp_fit, model_for)
 
 # The per-message start-up cost a (seconds). Source: the MG-WFBP fit of `synclab run` with strategy
 # mgwfbp (plans/mgwfbp.py fit_cost_model, recorded in plan.json) on this 2-core VM, re-measured
@@ -85,8 +86,8 @@ def prepare(spec: Spec) -> tuple[Spec, list[str]]:
     name = spec.strategy.name
     if name in UNSUPPORTED:
         raise UnsupportedStrategy(f"strategy.name: the simulator does not model {name!r} yet ({UNSUPPORTED[name]}); "
-                                  f"it models {', '.join(RING_STRATEGIES + PS_STRATEGIES)}")
-    if name not in RING_STRATEGIES + PS_STRATEGIES:
+                                  f"it models {', '.join(RING_STRATEGIES + PS_STRATEGIES + OTHER_STRATEGIES)}")
+    if name not in RING_STRATEGIES + PS_STRATEGIES + OTHER_STRATEGIES:
         raise UnsupportedStrategy(f"strategy.name: the simulator does not model {name!r}")
     notes = []
     if spec.compute.mode != "replay":
@@ -104,7 +105,7 @@ class Simulation:
     def __init__(self, spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, workers: int | None = None,
                  record_events: bool | None = None, host_cores: float | None = None,
                  cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
-                 serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE):
+                 serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None):
         import torch
 
         from synclab.core import param_layout
@@ -112,6 +113,7 @@ class Simulation:
         from synclab.strategies import registry
 
         self.spec = spec
+        self.shard_cpu = shard_cpu  # synclab.sim.strategies.ShardCpu or None
         s = spec
         self.name = s.strategy.name
         cls = registry.get(self.name)
@@ -124,7 +126,8 @@ class Simulation:
         self.mirror = self.name in RING_STRATEGIES
         host_cpu = None
         if host_cores is not None:  # the emulator's one host: every node's data plane on `host_cores` cores
-            host_cpu = HostCpu(host_cores, cpu_s_per_byte, serial_s_per_byte=serial_s_per_byte, dilation=s.run.dilation,
+            host_cpu = HostCpu(host_cores, cpu_s_per_byte, serial_s_per_byte=serial_s_per_byte,
+                               dilation=s.run.dilation,
                                mirrored=self.world if self.mirror and self.world > 1 else 1)
         self.net = Network(self.env, self.rng, host_cpu)
         profile = s.compute.model_profile()
@@ -155,7 +158,8 @@ class Simulation:
         self.cluster = Cluster(self.net, s.network.link_profile(), startup_s=startup_s,
                                chunk_bytes=s.transport.chunk_bytes,
                                policies={"worker": cls.send_policy, "ps": cls.send_policy}, record_spans=False,
-                               machine_of=s.machine_of, payload_share=PAYLOAD_SHARE)
+                               machine_of=s.machine_of, payload_share=PAYLOAD_SHARE,
+                               queue_bytes=s.transport.queue_bytes)
         self.plan = None
         self.parts_of: list[list] = [[] for _ in infos]
         self.shards: list[SimShard] = []
@@ -166,7 +170,17 @@ class Simulation:
                 self.parts_of[self.index_of[p.key]].append(p)
             self.shards = [SimShard(self, k) for k in range(s.cluster.ps_shards)]
         n_sim = 1 if self.mirror else self.world
-        self.workers = [SimWorker(self, r) for r in range(n_sim)]
+        worker_cls = SimWorker
+        if self.name == "stanza":  # CONV and FC workers run their own split passes (synclab.sim.stanza)
+            from synclab.sim.stanza import StanzaWorker
+
+            if profile.boundary is None:
+                raise SpecError(f"strategy.name: stanza needs the model profile's 'boundary' (A, T_c, T_f); "
+                                f"the profile of {profile.model!r} has none")
+            self.plan = cls.make_plan(infos, ps_shards=s.cluster.ps_shards, workers=self.world, seed=s.run.seed,
+                                      options=self.options)
+            worker_cls = StanzaWorker
+        self.workers = [worker_cls(self, r) for r in range(n_sim)]
         model = model_for(self.name)
         for w in self.workers:
             w.strategy = model(self, w, self.name)
@@ -237,7 +251,7 @@ class Simulation:
 def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events: bool | None = None,
              workers: int | None = None, host_cores: float | None = None,
              cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
-             serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE) -> SimResult:
+             serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None) -> SimResult:
     """Simulate ``spec`` (as loaded by :func:`synclab.config.load_spec`); :class:`UnsupportedStrategy` or
     :class:`~synclab.config.SpecError` when it cannot.
 
@@ -250,7 +264,10 @@ def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events:
     spec, notes = prepare(spec)
     result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers,
                         host_cores=host_cores, cpu_s_per_byte=cpu_s_per_byte,
-                        serial_s_per_byte=serial_s_per_byte).run()
+                        serial_s_per_byte=serial_s_per_byte, shard_cpu=shard_cpu).run()
+    if shard_cpu is not None:
+        notes.append(f"PS shards' host CPU modelled: push {shard_cpu.push_s * 1e9:.2f}, update "
+                     f"{shard_cpu.update_s * 1e9:.2f}, reply {shard_cpu.reply_s * 1e9:.2f} ns per value")
     result.notes = notes
     return result
 

@@ -10,8 +10,11 @@ Modelled: ``local`` (no communication), ``wfbp`` (MG-WFBP §2.3), ``synceasgd`` 
 ``mgwfbp`` / ``mgwfbp-opt`` (§4–5, Algorithm 2: a simulated fit of T(M) = a + b·M at setup,
 P profiling iterations as WFBP, the plan broadcast as a ring all-reduce, then merged groups),
 ``ps`` (P3 §4.1: push, aggregate, update, notify, pull) and ``p3`` / ``p3-slicing`` (P3 §4.2:
-slices, priority queues at worker and server, broadcast). Not modelled yet: ``stanza``,
-``ssdsgd``, ``asgd`` (see :data:`UNSUPPORTED`).
+slices, priority queues at worker and server, broadcast), ``ssdsgd`` (SSD-SGD §3, Algorithm 1:
+:class:`~synclab.plans.ssdsgd.SsdSchedule` decides per iteration between the warm-up's push + pull and
+the push + local update with a pull every k iterations, shards in ``pull`` mode), ``asgd`` (push, then
+pull, shards in ``async`` mode applying each push alone) and ``stanza`` (:mod:`synclab.sim.stanza`).
+:data:`UNSUPPORTED` names what is not modelled (nothing, now).
 """
 
 from __future__ import annotations
@@ -22,13 +25,10 @@ from collections.abc import Callable
 from synclab.compute.profile import backward_times
 from synclab.plans.mgwfbp import algorithm1, fit_cost_model, fit_sizes, group_layout, optimal_plan
 
-UNSUPPORTED = {
-    "stanza": "CONV/FC worker split and recursive doubling are not modelled yet",
-    "ssdsgd": "the k-step delayed pull and the GLU local update are not modelled yet",
-    "asgd": "asynchronous pushes (no aggregation barrier) are not modelled yet",
-}
+UNSUPPORTED: dict[str, str] = {}  # strategy -> why the simulator does not model it
 RING_STRATEGIES = ("local", "wfbp", "synceasgd", "mgwfbp", "mgwfbp-opt")
-PS_STRATEGIES = ("ps", "p3", "p3-slicing")
+PS_STRATEGIES = ("ps", "p3", "p3-slicing", "ssdsgd", "asgd")
+OTHER_STRATEGIES = ("stanza",)
 
 
 class RingModel:
@@ -171,6 +171,28 @@ class PsModel:
         self._notified: dict[tuple[int, str], int] = {}  # (iteration, key) -> slices notified (ps)
 
     def on_gradient(self, it: int, i: int) -> None:
+        self._push(it, i)
+
+    def _push_blocking(self, it: int, i: int, then) -> None:
+        """``PsClient.push`` on the communication thread: each slice's ``Link.send`` waits while that link's
+        send queue is full (``transport.queue_bytes``); ``then`` once every slice is queued."""
+        sim = self.sim
+        parts = sim.parts_of[i]
+        sim.event(it, self.w.rank, i, "send_start")
+        self._sent[(it, i)] = len(parts)
+
+        def one(k: int) -> None:
+            if k == len(parts):
+                then()
+                return
+            p = parts[k]
+            sim.cluster.send_blocking(self.w.node, f"ps{p.shard}", p.length * sim.elem_bytes,
+                                      lambda: (self._pushed(it, i), sim.shards[p.shard].push(self.w.rank, p, it)),
+                                      p.priority, lambda: one(k + 1))
+
+        one(0)
+
+    def _push(self, it: int, i: int) -> None:
         sim, node = self.sim, self.w.node
         parts = sim.parts_of[i]
         sim.event(it, self.w.rank, i, "send_start")
@@ -211,6 +233,117 @@ class PsModel:
     def on_backward_end(self, it: int) -> None:
         pass
 
+    def _pull(self, it: int, i: int) -> None:
+        """``PsClient.pull``: a pull request (no payload) for every slice of tensor ``i`` as of ``it``."""
+        for q in self.sim.parts_of[i]:
+            self.sim.cluster.send(self.w.node, f"ps{q.shard}", 0,
+                                  lambda q=q: self.sim.shards[q.shard].pull_request(self.w.rank, q, it), q.priority)
+
+
+class AsgdModel(PsModel):
+    """``asgd``: push a gradient, then pull it on the same stream (the reply includes the push); the gate
+    opens when this worker's own round trip is back — it never waits for another worker."""
+
+    def on_gradient(self, it: int, i: int) -> None:
+        self._push(it, i)
+        self._pull(it, i)
+
+
+class SsdModel(PsModel):
+    """``ssdsgd`` (``strategies.ssdsgd.SsdSgd``): on the communication thread, per gradient, the push, then
+    in the warm-up a pull into the live tensor; after it the GLU local update (the tensor's
+    ``update_seconds`` share on the communication thread, as replay's ``update`` sleeps there), the gate
+    opens, and every k-th iteration a pull into w'. A local update whose w' is still being pulled waits
+    until the other pushes of backward have left (``on_backward_end``), then for its pull."""
+
+    def __init__(self, sim, worker, name: str):
+        super().__init__(sim, worker, name)
+        from synclab.plans.ssdsgd import SsdSchedule
+
+        self.schedule = SsdSchedule(sim.options.warmup, sim.options.k)
+        self._into: set[tuple[int, int]] = set()         # (iteration, index) pulled into w', not the live tensor
+        self._pending: dict[int, list[Callable[[], None]]] = {}  # index -> waiters for its pull into w'
+        self._parked: list[tuple[int, int]] = []
+
+    def on_gradient(self, it: int, i: int) -> None:
+        self.w.comm.submit(lambda done: self._gradient(it, i, done))
+
+    def _gradient(self, it: int, i: int, done) -> None:
+        self._push_blocking(it, i, lambda: self._after_push(it, i, done))
+
+    def _after_push(self, it: int, i: int, done) -> None:
+        if self.schedule.is_warmup(it - 1):  # Algorithm 1 counts iterations from 0
+            self._pull(it, i)
+            done()
+        elif i in self._pending:
+            self._parked.append((it, i))
+            done()
+        else:
+            self._local_update(it, i, done)
+
+    def _local_update(self, it: int, i: int, done) -> None:
+        sim, start = self.sim, self.sim.env.now
+        step = self.schedule.step(it - 1)
+
+        def updated() -> None:
+            sim.span(self.w.rank, "update", it, start, sim.env.now)
+            self.w.mark_fresh(i, it)
+            if step.pull:  # line 22: the global weights of iteration it into w'
+                self._pending[i] = []
+                self._into.add((it, i))
+                self._pull(it, i)
+            done()
+
+        sim.net.after(sim.update_s[i], updated)
+
+    def on_backward_end(self, it: int) -> None:
+        self.w.comm.submit(self._drain_parked)
+
+    def _drain_parked(self, done) -> None:
+        if not self._parked:
+            done()
+            return
+        it, i = self._parked.pop(0)
+
+        def go() -> None:
+            self._local_update(it, i, lambda: self._drain_parked(done))
+
+        if i in self._pending:
+            self._pending[i].append(go)
+        else:
+            go()
+
+    def on_params(self, p, it: int) -> None:
+        i = self.sim.index_of[p.key]
+        if (it, i) not in self._into:
+            super().on_params(p, it)
+            return
+        key = (it, i)
+        left = self._landing.get(key, len(self.sim.parts_of[i])) - 1
+        if left:
+            self._landing[key] = left
+            return
+        self._landing.pop(key, None)
+        self._into.discard(key)
+        for go in self._pending.pop(i, []):
+            go()
+
+
+class ShardCpu:
+    """Host CPU seconds per value of a PS shard's own arithmetic, which the emulator's shards do for real
+    and unscaled (:class:`synclab.ps.shard.Shard`): ``push_s`` summing a push into its round (the first
+    push's ``clone``, then ``add_``), ``update_s`` the momentum-SGD step (``sgd_momentum_``), ``reply_s``
+    copying the values that answer pulls (``clone``). Off by default: the simulator models the PS as the
+    papers' machines, whose update time is the profile's ``update_seconds``; on, it models the emulator's
+    host (``synclab simulate --shard-cpu PUSH,UPDATE,REPLY`` in ns per value, measured with
+    ``experiments/shard_cpu.py``)."""
+
+    def __init__(self, push_s: float, update_s: float, reply_s: float):
+        for name, v in (("push", push_s), ("update", update_s), ("reply", reply_s)):
+            if not v >= 0:
+                raise ValueError(f"shard CPU {name} seconds per value must be >= 0, got {v!r}")
+        self.push_s, self.update_s, self.reply_s = push_s, update_s, reply_s
+
 
 class SimShard:
     """A PS shard: aggregates every worker's push of a (key, slice, iteration), then applies the update —
@@ -222,19 +355,16 @@ class SimShard:
         self._queue: list = []
         self._busy = False
         self._seq = 0
+        self._version: dict[tuple[str, int], int] = {}       # pull mode: (key, slice) -> last iteration applied
+        self._applied: set[tuple[str, int, int, int]] = set()  # async: (key, slice, rank, iteration) applied
+        self._waiting: dict[tuple[str, int], list] = {}        # (key, slice) -> pulls not answerable yet: (rank, p, it)
 
-    def push(self, rank: int, p, it: int) -> None:
+    def _job(self, order: int, seconds: float, fn: Callable[[], None]) -> None:
+        """Queue work on the shard's one server (its consumer), served by ``order`` then arrival."""
         import heapq
 
-        key = (p.key, p.slice, it)
-        n = self._count.get(key, 0) + 1
-        if n < self.sim.world:
-            self._count[key] = n
-            return
-        self._count.pop(key, None)
         self._seq += 1
-        order = p.priority if self.sim.plan.serve_order == "priority" else 0
-        heapq.heappush(self._queue, (order, self._seq, p, it))
+        heapq.heappush(self._queue, (order, self._seq, seconds, fn))
         if not self._busy:
             self._serve()
 
@@ -245,17 +375,79 @@ class SimShard:
             self._busy = False
             return
         self._busy = True
-        _, _, p, it = heapq.heappop(self._queue)
-        self.sim.net.after(self.sim.update_s[self.sim.index_of[p.key]] * p.length / self.sim.numels[
-            self.sim.index_of[p.key]], lambda: (self._updated(p, it), self._serve()))
+        _, _, seconds, fn = heapq.heappop(self._queue)
+        self.sim.net.after(seconds, lambda: (fn(), self._serve()))
 
-    def _updated(self, p, it: int) -> None:
+    def _update_s(self, p) -> float:
+        i = self.sim.index_of[p.key]
+        cpu = self.sim.shard_cpu
+        return self.sim.update_s[i] * p.length / self.sim.numels[i] + (cpu.update_s * p.length if cpu else 0.0)
+
+    def push(self, rank: int, p, it: int) -> None:
+        cpu = self.sim.shard_cpu
+        if cpu is not None and self.sim.plan.server_mode != "async":  # the push's sum into its round first
+            self._job(0, cpu.push_s * p.length, lambda: self._aggregate(rank, p, it))
+        else:
+            self._aggregate(rank, p, it)
+
+    def _aggregate(self, rank: int, p, it: int) -> None:
+        if self.sim.plan.server_mode == "async":  # every push applied on its own, in arrival order
+            self._job(0, self._update_s(p), lambda: self._updated(p, it, rank))
+            return
+        key = (p.key, p.slice, it)
+        n = self._count.get(key, 0) + 1
+        if n < self.sim.world:
+            self._count[key] = n
+            return
+        self._count.pop(key, None)
+        order = p.priority if self.sim.plan.serve_order == "priority" else 0
+        self._job(order, self._update_s(p), lambda: self._updated(p, it, None))
+
+    def _updated(self, p, it: int, rank: int | None = None) -> None:
         sim = self.sim
+        mode = sim.plan.server_mode
+        if mode in ("pull", "async"):  # silent: answer the pulls this update makes answerable
+            mark = (p.key, p.slice, rank, it) if mode == "async" else (p.key, p.slice)
+            if mode == "async":
+                self._applied.add(mark)
+            else:
+                self._version[mark] = max(self._version.get(mark, 0), it)
+            self._answer(p)
+            return
         for w in sim.workers:
             if sim.plan.server_mode == "broadcast":
                 self.pull(w.rank, p, it)
             else:
                 sim.cluster.send(self.node, w.node, 0, lambda w=w: w.strategy.on_notify(p, it), p.priority)
+
+    def pull_request(self, rank: int, p, it: int) -> None:
+        """A pull for iteration ``it``: answered once that iteration is applied (``pull``), or this worker's
+        push of it (``async``: the shard handles a stream's push before the pull behind it)."""
+        self._waiting.setdefault((p.key, p.slice), []).append((rank, p, it))
+        self._answer(p)
+
+    def _answerable(self, rank: int, p, it: int) -> bool:
+        if self.sim.plan.server_mode == "async":
+            return (p.key, p.slice, rank, it) in self._applied
+        return self._version.get((p.key, p.slice), 0) >= it
+
+    def _answer(self, p) -> None:
+        waiting = self._waiting.get((p.key, p.slice))
+        if not waiting:
+            return
+        ready = [w for w in waiting if self._answerable(*w)]
+        for w in ready:
+            waiting.remove(w)
+            if self.sim.plan.server_mode == "async":
+                self._applied.discard((p.key, p.slice, w[0], w[2]))
+        if not ready:
+            return
+        cpu = self.sim.shard_cpu
+        if cpu is None:
+            for w in ready:
+                self.pull(*w)
+        else:  # one copy of the values answers the pulls ready together (Shard._answerable_pulls)
+            self._job(0, cpu.reply_s * p.length, lambda: [self.pull(*w) for w in ready])
 
     def pull(self, rank: int, p, it: int) -> None:
         w = self.sim.workers[rank]
@@ -268,6 +460,14 @@ def model_for(name: str):
         return LocalModel
     if name in RING_STRATEGIES:
         return RingModel
+    if name == "asgd":
+        return AsgdModel
+    if name == "ssdsgd":
+        return SsdModel
     if name in PS_STRATEGIES:
         return PsModel
+    if name == "stanza":
+        from synclab.sim.stanza import StanzaWorker  # noqa: F401  (the worker is the model: see run.py)
+
+        return lambda sim, worker, name: None
     raise KeyError(name)

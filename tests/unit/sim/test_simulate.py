@@ -56,16 +56,29 @@ def test_records_are_readable_by_report(tmp_path):
     assert any(p.name == "timeline.png" for p in write_report(tmp_path))
 
 
-def test_cli_json_and_unsupported_strategy(tmp_path):
+def test_cli_json_and_unsupported_strategy(tmp_path, monkeypatch):
     runner = CliRunner()
     res = runner.invoke(app, ["simulate", str(QUICKSTART), "--out", str(tmp_path / "r"), "--json",
                               *[x for o in [*BASE, "strategy.name=wfbp"] for x in ("--set", o)]])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["simulated"] is True
+    # every registered strategy is modelled now; a strategy listed as unsupported is still refused with exit 2
+    from synclab.sim import strategies
+
+    monkeypatch.setitem(strategies.UNSUPPORTED, "asgd", "for this test")
     res = runner.invoke(app, ["simulate", str(QUICKSTART), "--out", str(tmp_path / "s"),
                               "--set", "strategy.name=asgd"])
     assert res.exit_code == 2
     assert "asgd" in res.output and "does not model" in res.output
+
+
+def test_every_registered_strategy_is_simulated():
+    from synclab.strategies import registry
+
+    extra = {"stanza": ["strategy.fc_workers=1"]}
+    for name in registry.names():
+        r = simulate(_spec(f"strategy.name={name}", *extra.get(name, [])))
+        assert len(r.rows) == 4 * r.world, name
 
 
 def test_cli_bad_spec(tmp_path):

@@ -1,0 +1,62 @@
+"""Host CPU of a PS shard's own arithmetic, per value: what ``synclab simulate --shard-cpu`` takes.
+
+The emulator's shards (:class:`synclab.ps.shard.Shard`) do their arithmetic for real on the host, unscaled
+by ``compute.scale``: a push is summed into its round (the first push ``clone``d, later ones ``add_``ed),
+a complete round (or, in ``async`` mode, every push) is applied by ``sgd_momentum_``, and pull answers
+are a ``clone`` of the values. This times those three operations on one tensor of ``--values`` floats
+(default: half of ResNet-50, what each of two shards holds) with torch's default thread count (the PS
+role sets none), median of ``--repeats``, and prints nanoseconds per value.
+
+    python experiments/shard_cpu.py [--values 12778516] [--repeats 7] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+
+def measure(values: int, repeats: int = 7, threads: int | None = None) -> dict[str, float]:
+    """Median seconds per value of the shard's push (clone/add_ mean of a 2-worker round), update and reply."""
+    import torch
+
+    from synclab.ps.optimizer import sgd_momentum_
+
+    if values < 1 or repeats < 1:
+        raise ValueError(f"values and repeats must be >= 1, got {values}, {repeats}")
+    if threads is not None:
+        torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    w, grad = torch.randn(values, generator=g), torch.randn(values, generator=g)
+    total, buf = torch.zeros(values), torch.zeros(values)
+
+    def median(fn) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) / values
+
+    clone = median(lambda: grad.clone())
+    add = median(lambda: total.add_(grad))
+    update = median(lambda: sgd_momentum_(w, grad, buf, lr=0.05, momentum=0.9, weight_decay=1e-4))
+    return {"clone_s": clone, "add_s": add, "push_s": (clone + add) / 2, "update_s": update, "reply_s": clone,
+            "threads": torch.get_num_threads()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--values", type=int, default=25_557_032 // 2)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=None)
+    a = ap.parse_args()
+    m = measure(a.values, a.repeats, a.threads)
+    print(f"{a.values} values, {m['threads']} thread(s): clone {m['clone_s'] * 1e9:.2f} ns/value, "
+          f"add_ {m['add_s'] * 1e9:.2f}, sgd_momentum_ {m['update_s'] * 1e9:.2f}")
+    print(f"--shard-cpu {m['push_s'] * 1e9:.2f},{m['update_s'] * 1e9:.2f},{m['reply_s'] * 1e9:.2f}")
+
+
+if __name__ == "__main__":
+    main()
