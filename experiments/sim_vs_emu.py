@@ -143,10 +143,10 @@ def main() -> None:
         fig, ax = plt.subplots(figsize=(5.5, 5))
         for strategy in sorted({r["strategy"] for r in ok}):
             pts = [r for r in ok if r["strategy"] == strategy]
-            ax.scatter([r["emulated_s"] for r in pts], [r["simulated_s"] for r in pts], label=strategy)
+            ax.scatter([r["emulated_s"] for r in pts], [r["simulated_s"] for r in pts], label=strategy, zorder=3)
         hi = max(max(r["emulated_s"], r["simulated_s"]) for r in ok) * 1.1
         ax.plot([0, hi], [0, hi], "k-", lw=0.8)
-        ax.fill_between([0, hi], [0, 0.9 * hi], [0, 1.1 * hi], color="0.85", label="±10 %")
+        ax.fill_between([0, hi], [0, 0.9 * hi], [0, 1.1 * hi], color="0.85", label="±10 %", zorder=0)
         ax.set(xlabel="emulated mean iteration (s)", ylabel="simulated mean iteration (s)", xlim=(0, hi), ylim=(0, hi))
         ax.legend(fontsize=8)
         fig.tight_layout()
