@@ -130,6 +130,8 @@ class Simulation:
                                dilation=s.run.dilation,
                                mirrored=self.world if self.mirror and self.world > 1 else 1)
         self.net = Network(self.env, self.rng, host_cpu)
+        if host_cpu is not None:  # the measured start-up is the emulator host's time: 1/D of it emulated
+            startup_s = startup_s / host_cpu.dilation
         profile = s.compute.model_profile()
         self.profile = profile
         with torch.device("meta"):

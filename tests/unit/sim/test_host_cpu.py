@@ -173,3 +173,12 @@ def test_payload_share_slows_the_nics_and_is_checked():
     assert done == [pytest.approx(0.016)]  # half the rate carries payload
     with pytest.raises(ValueError):
         Cluster(net, profile, startup_s=0.0, chunk_bytes=1, policies={}, record_spans=False, payload_share=0)
+
+
+def test_with_the_host_modelled_dilation_divides_the_start_up_too():
+    # the start-up a is the emulator host's time per message: under dilation D it is a/D emulated
+    spec = load_spec(QUICKSTART, [*BASE, "strategy.name=mgwfbp", "strategy.profile_iterations=1",
+                                  "cluster.workers=2", "run.dilation=8"])
+    fit = simulate(spec, startup_s=0.0008, host_cores=2).plan["cost_fit"]
+    assert fit["a"] == pytest.approx(2 * 0.0008 / 8, rel=1e-3)
+    assert simulate(spec, startup_s=0.0008).plan["cost_fit"]["a"] == pytest.approx(0.0016, rel=1e-4)
