@@ -9,6 +9,10 @@ target when that ratio is within ±10 %. Rates of 4 Gbit/s and above run the emu
     python experiments/sim_vs_emu.py [--strategies wfbp,ps] [--rates 1gbit] [--workers 2,4] [--models resnet50]
         [--scale 0.01] [--iterations 8] [--dilation 8] [--set KEY=VALUE ...] [--out runs/sim-vs-emu]
 
+``--sim-arg=--host-cpu --sim-arg=2`` simulates with the emulator's host modelled (2 shared cores, the data
+plane's measured CPU seconds per byte: :class:`synclab.sim.network.HostCpu`); ``--resim`` simulates every
+point again while the emulated ones are reused; ``--lock FILE`` takes an flock per emulated point.
+
 The issue's grid is every strategy × {1gbit, 4gbit} × {2, 4, 8, 16} × {resnet50, vgg16}; a point takes about
 30 s to several minutes of host time on the emulator, so run it in parts (finished points are kept: the
 summary of a point already in ``--out`` is reused). Writes ``sim-vs-emu.csv``, ``.json`` and ``.png``.
@@ -29,26 +33,53 @@ EXTRA = {"stanza": ["strategy.fc_workers=1"], "ssdsgd": ["strategy.warmup=3", "s
          "mgwfbp": ["strategy.profile_iterations=3"], "mgwfbp-opt": ["strategy.profile_iterations=3"]}
 
 
-def _summary(out: Path, cmd: list[str]) -> dict:
+def _summary(out: Path, cmd: list[str], *, redo: bool = False) -> dict:
     path = out / "summary.json"
-    if not path.exists():
+    if redo or not path.exists():
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
         if r.returncode:
             raise RuntimeError(f"{' '.join(cmd[2:5])} failed: {(r.stdout + r.stderr).strip().splitlines()[-1:]}")
     return json.loads(path.read_text())
 
 
-def point(spec: Path, out: Path, sets: list[str], dilation: int) -> dict:
+def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | None = None,
+          sim_args: list[str] = (), resim: bool = False, emu_only: bool = False, sim_only: bool = False) -> dict:
     emu_cmd = [sys.executable, "-m", "synclab", "run", str(spec), "--out", str(out / "emu"), "--no-report"]
-    sim_cmd = [sys.executable, "-m", "synclab", "simulate", str(spec), "--out", str(out / "sim")]
-    for s in sets:
-        sim_cmd += ["--set", s]
+    if lock:  # one emulation on the host at a time, taken per point (not for the whole grid)
+        emu_cmd = ["flock", lock, *emu_cmd]
+    sim_cmd = [sys.executable, "-m", "synclab", "simulate", str(spec), "--out", str(out / "sim"), *sim_args]
+    # the simulator's clock needs no dilation; its host-CPU model (--sim-arg=--host-cpu) reads run.dilation
     for s in [*sets, f"run.dilation={dilation}"]:
+        sim_cmd += ["--set", s]
         emu_cmd += ["--set", s]
-    emu, sim = _summary(out / "emu", emu_cmd), _summary(out / "sim", sim_cmd)
+    if sim_only and not (out / "emu" / "summary.json").exists():
+        raise RuntimeError("no emulated run recorded (--sim-only)")
+    emu = _summary(out / "emu", emu_cmd)
+    if emu_only:
+        return {"emulated_s": emu["iteration_seconds"]["mean"], "backend": emu.get("network_backend"),
+                "dilation": dilation}
+    sim = _summary(out / "sim", sim_cmd, redo=resim)
     e, s_ = emu["iteration_seconds"]["mean"], sim["iteration_seconds"]["mean"]
-    return {"emulated_s": e, "simulated_s": s_, "ratio": s_ / e, "within_10pct": abs(s_ / e - 1) <= 0.10,
-            "backend": emu.get("network_backend"), "dilation": dilation}
+    row = {"emulated_s": e, "simulated_s": s_, "ratio": s_ / e, "within_10pct": abs(s_ / e - 1) <= 0.10,
+           "backend": emu.get("network_backend"), "dilation": dilation}
+    return {**row, **cost_fits(out, dilation)}
+
+
+def cost_fits(out: Path, dilation: int = 1) -> dict:
+    """The T(M) = a + b·M fits (MG-WFBP eq. 10; bytes, seconds) the emulator's and the simulator's ``mgwfbp``
+    recorded in their plan.json, and simulated ÷ emulated of each (issue 14: within 20 %). The emulator
+    times its fit on the host clock, so under dilation D its a and b are divided by D here."""
+    fits = {}
+    for side in ("emu", "sim"):
+        path = out / side / "plan.json"
+        fit = json.loads(path.read_text()).get("cost_fit") if path.exists() else None
+        if isinstance(fit, dict) and "a" in fit:
+            fits[side] = fit
+    if len(fits) < 2:
+        return {}
+    e, s = {k: fits["emu"][k] / dilation for k in ("a", "b")}, fits["sim"]
+    return {"emu_a_s": e["a"], "emu_b_s_per_byte": e["b"], "sim_a_s": s["a"], "sim_b_s_per_byte": s["b"],
+            "a_ratio": s["a"] / e["a"] if e["a"] else None, "b_ratio": s["b"] / e["b"] if e["b"] else None}
 
 
 def main() -> None:
@@ -63,6 +94,12 @@ def main() -> None:
     ap.add_argument("--dilation", type=int, default=8, help="run.dilation of emulated points at >= 4 Gbit/s")
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--out", type=Path, default=Path("runs/sim-vs-emu"))
+    ap.add_argument("--lock", help="flock this file around each emulated point (a host shared by several jobs)")
+    ap.add_argument("--sim-arg", dest="sim_args", action="append", default=[],
+                    help="an argument for `synclab simulate` only (e.g. --sim-arg=--host-cpu)")
+    ap.add_argument("--resim", action="store_true", help="simulate every point again (emulated ones are reused)")
+    ap.add_argument("--emu-only", action="store_true", help="run the emulated points only")
+    ap.add_argument("--sim-only", action="store_true", help="simulate the points already emulated; skip the rest")
     a = ap.parse_args()
 
     from rich.console import Console
@@ -81,15 +118,18 @@ def main() -> None:
         dilation = a.dilation if parse_rate_bps(rate) >= 4e9 else 1
         row = {"strategy": strategy, "rate": rate, "workers": workers, "model": model}
         try:
-            row.update(point(a.spec, a.out / f"{strategy}-{rate}-{workers}w-{model}", sets, dilation))
+            row.update(point(a.spec, a.out / f"{strategy}-{rate}-{workers}w-{model}", sets, dilation, lock=a.lock,
+                             sim_args=a.sim_args, resim=a.resim, emu_only=a.emu_only, sim_only=a.sim_only))
         except RuntimeError as e:
+            if a.sim_only and "--sim-only" in str(e):
+                continue
             row["error"] = str(e)
         rows.append(row)
 
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
     cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "backend",
-            "dilation", "error"]
+            "dilation", "emu_a_s", "emu_b_s_per_byte", "sim_a_s", "sim_b_s_per_byte", "a_ratio", "b_ratio", "error"]
     with (a.out / "sim-vs-emu.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
@@ -104,10 +144,10 @@ def main() -> None:
         fig, ax = plt.subplots(figsize=(5.5, 5))
         for strategy in sorted({r["strategy"] for r in ok}):
             pts = [r for r in ok if r["strategy"] == strategy]
-            ax.scatter([r["emulated_s"] for r in pts], [r["simulated_s"] for r in pts], label=strategy)
+            ax.scatter([r["emulated_s"] for r in pts], [r["simulated_s"] for r in pts], label=strategy, zorder=3)
         hi = max(max(r["emulated_s"], r["simulated_s"]) for r in ok) * 1.1
         ax.plot([0, hi], [0, hi], "k-", lw=0.8)
-        ax.fill_between([0, hi], [0, 0.9 * hi], [0, 1.1 * hi], color="0.85", label="±10 %")
+        ax.fill_between([0, hi], [0, 0.9 * hi], [0, 1.1 * hi], color="0.85", label="±10 %", zorder=0)
         ax.set(xlabel="emulated mean iteration (s)", ylabel="simulated mean iteration (s)", xlim=(0, hi), ylim=(0, hi))
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -121,7 +161,7 @@ def main() -> None:
             t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], f"{r['emulated_s']:.3f}",
                       f"{r['simulated_s']:.3f}", f"{r['ratio']:.3f}", "yes" if r["within_10pct"] else "NO")
         else:
-            t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], "—", "—", "error", r["error"][:60])
+            t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], "—", "—", "—", r.get("error", "emulated only")[:60])
     Console(width=None if sys.stdout.isatty() else 150).print(t)
     print(f"wrote {a.out}/sim-vs-emu.csv, .json, .png")
 

@@ -25,13 +25,27 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
              as_json: bool = typer.Option(False, "--json", help="Print the summary (or the sweep's summaries) as JSON."),
              startup: Optional[float] = typer.Option(None, "--startup", help="Per-message start-up cost a in seconds "
                                                      "(default: the value measured on the emulator, see synclab.sim.run)."),
+             host_cpu: Optional[float] = typer.Option(None, "--host-cpu", help="Model the emulator's host: all nodes' "
+                                                      "data plane on this many shared cores (validation; default off)."),
+             cpu_s_per_gb: Optional[float] = typer.Option(None, "--cpu-s-per-gb", help="With --host-cpu: host CPU "
+                                                          "seconds per GB moved (default: the measured value, "
+                                                          "see synclab.sim.run)."),
+             serial_s_per_gb: Optional[float] = typer.Option(None, "--serial-s-per-gb", help="With --host-cpu: of "
+                                                             "those, the seconds per GB spent after a message is in "
+                                                             "(not overlapped with the wire; default measured)."),
              shard_cpu: Optional[str] = typer.Option(None, "--shard-cpu", help="PUSH,UPDATE,REPLY: the PS shards' "
                                                      "host CPU in ns per value (experiments/shard_cpu.py measures "
                                                      "it); default off, the papers' PS machines.")):
     """Simulate SPEC on a simulated clock (SimPy): same profiles, plans and links; writes run records."""
     from synclab.config import SpecError
     from synclab.sim.records import write_run, write_sweep
-    from synclab.sim.run import DEFAULT_STARTUP_S, load_for_simulation, simulate as run_sim
+    from synclab.sim.run import (DEFAULT_CPU_S_PER_BYTE, DEFAULT_SERIAL_S_PER_BYTE, DEFAULT_STARTUP_S,
+                                 load_for_simulation, simulate as run_sim)
+
+    if (cpu_s_per_gb is not None or serial_s_per_gb is not None) and host_cpu is None:
+        _fail("--cpu-s-per-gb and --serial-s-per-gb need --host-cpu CORES")
+    cpu_s_per_byte = DEFAULT_CPU_S_PER_BYTE if cpu_s_per_gb is None else cpu_s_per_gb * 1e-9
+    serial_s_per_byte = DEFAULT_SERIAL_S_PER_BYTE if serial_s_per_gb is None else serial_s_per_gb * 1e-9
 
     cpu = None
     if shard_cpu is not None:
@@ -64,7 +78,8 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
         for value, s, workers in loaded:
             try:
                 r = run_sim(s, startup_s=DEFAULT_STARTUP_S if startup is None else startup, workers=workers,
-                            shard_cpu=cpu)
+                            host_cores=host_cpu, cpu_s_per_byte=cpu_s_per_byte,
+                            serial_s_per_byte=serial_s_per_byte, shard_cpu=cpu)
             except SpecError as e:
                 _fail(f"invalid spec: {e}")
             except ValueError as e:

@@ -28,6 +28,18 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   delay of the profiles (sender's egress delay + receiver's ingress delay, with
   jitter drawn uniformly in ±jitter from the simulation's seeded RNG).
 
+* Optionally (:class:`HostCpu`, off by default: a real cluster has a CPU per
+  node), the one host the emulator runs every node on: its cores are one more
+  shared resource every flow crosses, as the data plane spends CPU seconds per
+  byte moved (serialization, gRPC, reassembly, the ring's add). A flow at rate r
+  draws r·c/8 cores (c CPU seconds per byte); the cores are shared max-min fairly
+  with the NICs, i.e. the host is one more bottleneck of capacity cores·8/c bit/s.
+  Part of that cost is not overlapped with the wire: the receiver reassembles a
+  message (and the ring adds it) only once its last byte is in, and the next ring
+  step waits for that (store and forward). That part (``serial_s_per_byte`` of c)
+  is a job on the host's cores once the message is through, before it is
+  delivered: :class:`CpuServer`, processor sharing, one core at most per job.
+
 Loss is not modelled. Hot paths use SimPy timeouts with plain callbacks (no
 process generators) and count every event they schedule (``Network.events``).
 """
@@ -74,13 +86,126 @@ class Flow:
         self.rate, self.t_last, self.version = 0.0, 0.0, 0
 
 
-class Network:
-    """Fluid flows over NICs with max-min fair sharing, driven by a SimPy environment."""
+class HostCpu:
+    """The emulator's host CPU as a shared resource of the simulated network (a measured effect, opt-in).
 
-    def __init__(self, env: simpy.Environment, rng: random.Random):
+    ``cores`` CPU cores shared by all nodes (the emulator runs every node on one host); every byte a
+    flow moves costs ``cpu_s_per_byte`` CPU seconds of that host (sender and receiver together).
+    ``dilation`` is the emulator's time dilation D: the host runs D× slower than the emulated clock, so
+    a host CPU second is 1/D emulated seconds and the host carries D× the emulated bytes per CPU
+    second. ``mirrored`` flows stand for that many identical concurrent flows (the ring's ranks
+    simulated once, :func:`synclab.sim.nodes.ring_allreduce`): each simulated flow then draws that many
+    times its bytes' CPU. Capacity, in emulated bit/s of the flows crossing it:
+    cores · D · 8 / (cpu_s_per_byte · mirrored).
+    """
+
+    def __init__(self, cores: float, cpu_s_per_byte: float, *, serial_s_per_byte: float = 0.0,
+                 dilation: float = 1.0, mirrored: int = 1):
+        if cores <= 0:
+            raise ValueError(f"host cores must be > 0, got {cores}")
+        if cpu_s_per_byte <= 0:
+            raise ValueError(f"CPU seconds per byte must be > 0, got {cpu_s_per_byte}")
+        if not 0 <= serial_s_per_byte <= cpu_s_per_byte:
+            raise ValueError(f"serial CPU seconds per byte must be in [0, {cpu_s_per_byte}] (the total), "
+                             f"got {serial_s_per_byte}")
+        if dilation < 1:
+            raise ValueError(f"dilation must be >= 1, got {dilation}")
+        if mirrored < 1:
+            raise ValueError(f"mirrored must be >= 1, got {mirrored}")
+        self.cores, self.cpu_s_per_byte, self.dilation, self.mirrored = cores, cpu_s_per_byte, dilation, mirrored
+        self.serial_s_per_byte = serial_s_per_byte
+
+    @property
+    def capacity_bps(self) -> float:
+        """What the flows crossing the host may carry together (emulated bit/s): the overlapped share."""
+        overlapped = self.cpu_s_per_byte - self.serial_s_per_byte
+        return float("inf") if overlapped <= 0 else self.cores * self.dilation * 8.0 / (overlapped * self.mirrored)
+
+    def as_dict(self) -> dict:
+        return {"cores": self.cores, "cpu_s_per_byte": self.cpu_s_per_byte,
+                "serial_s_per_byte": self.serial_s_per_byte, "dilation": self.dilation,
+                "mirrored": self.mirrored, "capacity_bps": self.capacity_bps}
+
+
+class CpuServer:
+    """The host's cores as a processor-sharing server of jobs (emulated seconds of one core's work).
+
+    n jobs of weight w_i (a mirrored job stands for w identical ones) each run at
+    min(1, cores / Σw) of a core: alone, or with fewer jobs than cores, a job takes
+    its work; with more, all slow down alike. Rates are recomputed on every arrival
+    and departure (processor sharing, Kleinrock).
+    """
+
+    def __init__(self, net: "Network", cores: float):
+        self.net, self.cores = net, cores
+        self.jobs: dict[int, list] = {}  # id -> [work_left_s, weight, on_done]
+        self._ids = itertools.count()
+        self._t = 0.0
+        self._version = 0
+
+    def _rate(self) -> float:
+        total = sum(j[1] for j in self.jobs.values())
+        return min(1.0, self.cores / total) if total else 0.0
+
+    def _advance(self) -> None:
+        now = self.net.env.now
+        r = self._rate()
+        for j in self.jobs.values():
+            j[0] = max(0.0, j[0] - r * (now - self._t))
+        self._t = now
+
+    def submit(self, work_s: float, on_done: Callback, weight: int = 1) -> None:
+        if work_s <= 0:
+            on_done()
+            return
+        self._advance()
+        self.jobs[next(self._ids)] = [work_s, weight, on_done]
+        self._schedule()
+
+    def _schedule(self) -> None:
+        self._version += 1
+        if not self.jobs:
+            return
+        v, r = self._version, self._rate()
+        jid, job = min(self.jobs.items(), key=lambda kv: (kv[1][0], kv[0]))
+        self.net.events += 1
+        ev = self.net.env.timeout(job[0] / r)
+        ev.callbacks.append(lambda _: self._finish(jid, v))
+
+    def _finish(self, jid: int, version: int) -> None:
+        if version != self._version:
+            return  # superseded by an arrival
+        self._advance()
+        _, _, on_done = self.jobs.pop(jid)
+        self._schedule()
+        on_done()
+
+
+class Network:
+    """Fluid flows over NICs with max-min fair sharing, driven by a SimPy environment; with ``host_cpu``,
+    every flow also crosses the host's cores (:class:`HostCpu`)."""
+
+    def __init__(self, env: simpy.Environment, rng: random.Random, host_cpu: HostCpu | None = None):
         self.env, self.rng = env, rng
         self.events = 0
         self._ids = itertools.count()
+        self.host_cpu = host_cpu
+        self.cpu = None
+        self.cpu_server = None
+        if host_cpu is not None:
+            cap = host_cpu.capacity_bps
+            self.cpu = Nic("host/cpu", None if cap == float("inf") else cap)
+            self.cpu_server = CpuServer(self, host_cpu.cores)
+
+    def received(self, nbytes: int, on_done: Callback) -> None:
+        """A message's last byte is in: its receiver's serial processing on the host (if modelled), then
+        ``on_done``."""
+        h = self.host_cpu
+        if h is None or h.serial_s_per_byte <= 0:
+            on_done()
+            return
+        # a host CPU second is 1/D emulated seconds (the host runs D× slower than the emulated clock)
+        self.cpu_server.submit(nbytes * h.serial_s_per_byte / h.dilation, on_done, weight=h.mirrored)
 
     def after(self, delay_s: float, fn: Callback) -> None:
         """Call ``fn`` ``delay_s`` seconds from now (one counted event)."""
@@ -90,7 +215,7 @@ class Network:
 
     def start_flow(self, egress: Nic, ingress: Nic, nbytes: int, on_done: Callback) -> None:
         """Move ``nbytes`` from ``egress`` to ``ingress``; ``on_done`` when the last byte is through."""
-        nics = tuple(n for n in (egress, ingress) if n.rate_bps is not None)
+        nics = tuple(n for n in (egress, ingress, self.cpu) if n is not None and n.rate_bps is not None)
         if nbytes <= 0 or not nics:
             self.after(0.0, on_done)
             return
@@ -257,16 +382,21 @@ class Link:
         self._current = None
         if msg.left > 0:  # back in the queue at its own place: a higher priority overtakes here
             heapq.heappush(self._heap, (msg.priority, -1, msg))
+        elif self.net.cpu_server is not None and self.net.host_cpu.serial_s_per_byte > 0:
+            self.net.received(msg.nbytes, lambda: self._deliver(msg))
         else:
-            latency = self.delay_s
-            if self.jitter_s:
-                latency += self.net.rng.uniform(-self.jitter_s, self.jitter_s)
-            if self.on_message is not None:
-                self.on_message(msg.t0, self.net.env.now + latency, msg.nbytes)
-            if latency > 0:
-                self.net.after(latency, msg.on_delivered)
-            else:
-                msg.on_delivered()
+            self._deliver(msg)
         self._next()
         if self.group.parked:
             self._wake_parked()  # this link's head changed: a parked sibling may be the most urgent now
+
+    def _deliver(self, msg: Message) -> None:
+        latency = self.delay_s
+        if self.jitter_s:
+            latency += self.net.rng.uniform(-self.jitter_s, self.jitter_s)
+        if self.on_message is not None:
+            self.on_message(msg.t0, self.net.env.now + latency, msg.nbytes)
+        if latency > 0:
+            self.net.after(latency, msg.on_delivered)
+        else:
+            msg.on_delivered()

@@ -32,12 +32,18 @@ class Cluster:
     ``cluster.colocate_ps`` shard i shares worker i's): co-located nodes share both NICs, each keeps
     its own priority order (its own process's send scheduler), and what they send each other goes
     over the loopback (the per-message start-up cost, no NIC, no delay).
+
+    ``payload_share``: the share of a link's rate that carries message bytes (the rest is TCP/IP and
+    Ethernet headers; a profile's rate is the wire rate, :data:`synclab.sim.run.PAYLOAD_SHARE`).
     """
 
     def __init__(self, net: Network, profile: LinkProfile | None, *, startup_s: float, chunk_bytes: int,
                  policies: dict[str, str], record_spans: bool, machine_of: Callable[[str], str] = str,
-                 queue_bytes: int | None = None):
+                 payload_share: float = 1.0, queue_bytes: int | None = None):
+        if not 0 < payload_share <= 1:
+            raise ValueError(f"payload_share must be in (0, 1], got {payload_share}")
         self.net, self.profile, self.startup_s, self.chunk_bytes = net, profile, startup_s, chunk_bytes
+        self.payload_share = payload_share
         self.machine_of = machine_of
         self.queue_bytes = queue_bytes  # each link's send-queue capacity (transport.queue_bytes)
         self.groups: dict[str, SenderGroup] = {}  # node -> the priority order of its process
@@ -57,8 +63,9 @@ class Cluster:
         machine = self.machine_of(node)
         if machine not in self.nics:
             p = None if self.profile is None else resolve_for_role(self.profile, self.role(machine))
-            egress = p.rate_bps if p is not None and p.shapes_egress else None
-            ingress = p.rate_bps if p is not None and p.shapes_ingress else None
+            rate = None if p is None or p.rate_bps is None else p.rate_bps * self.payload_share
+            egress = rate if p is not None and p.shapes_egress else None
+            ingress = rate if p is not None and p.shapes_ingress else None
             self.nics[machine] = (Nic(f"{machine}/tx", egress), Nic(f"{machine}/rx", ingress), p)
         return self.nics[machine]
 

@@ -36,6 +36,7 @@ def summary_of(r: SimResult) -> dict:
     out.update(bytes_sent=dict(sorted(r.bytes_sent.items())), bytes_received=dict(sorted(r.bytes_received.items())),
                network_backend="simulated", network_profile=None if link is None else link.name or "inline",
                link_rate_bps=None if link is None else link.rate_bps, message_startup_s=r.startup_s,
+               host_cpu=r.host_cpu,
                initial_loss=float("nan"), final_loss=float("nan"), compute_mode="replay",
                compute_profile=r.profile_meta, compute_scale=s.compute.scale,
                simulated_seconds=r.sim_s, wall_seconds=r.wall_s, events_simulated=r.sim_events,
@@ -86,6 +87,8 @@ def write_run(r: SimResult, out: Path) -> dict:
         for row in r.rows:
             w.writerow({k: (f"{v:.9f}" if isinstance(v, float) else v) for k, v in row.items()})
     summary = summary_of(r)
+    if r.plan is not None:  # the merge plan with its cost fit, as the emulator's plan.json has it
+        (out / "plan.json").write_text(json.dumps(r.plan, indent=2, default=str) + "\n")
     if r.events:
         names = _names(r)
         rows = [{"iteration": it, "node": f"worker{rank}", "tensor": names[idx], "event": kind, "time_s": t}

@@ -19,16 +19,40 @@ from typing import Any
 import simpy
 
 from synclab.config import Spec, SpecError, parse_spec
-from synclab.sim.network import Network
+from synclab.sim.network import HostCpu, Network
 from synclab.sim.nodes import Cluster, SimWorker, ring_allreduce
 from synclab.sim.strategies import (OTHER_STRATEGIES, PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard,
                                     mgwfbp_fit, model_for)
 
 # The per-message start-up cost a (seconds). Source: the MG-WFBP fit of `synclab run` with strategy
-# mgwfbp (plans/mgwfbp.py fit_cost_model, plan.json) on this machine: 2 workers in network
-# namespaces, 1gbit profile (tbf), resnet50 replay x0.01: a = 1.722 ms for a 2-worker ring
-# all-reduce (R² = 0.995), which is 2(N-1) = 2 messages: a = 0.861 ms per message.
-DEFAULT_STARTUP_S = 0.000861
+# mgwfbp (plans/mgwfbp.py fit_cost_model, recorded in plan.json) on this 2-core VM, re-measured
+# 2026-11-25/26 (batch 23:57-00:07 UTC) after the frame codec
+# (run dir runs/sim-vs-emu-s10/mgwfbp-1gbit-2w-resnet50/emu): 2 workers
+# in network namespaces, network.rate=1gbit (tbf), resnet50 replay x0.01, 5 rounds x 6 sizes:
+# a = 1.945 ms for a 2-worker ring all-reduce (R² = 0.998), which is 2(N-1) = 2 messages:
+# a = 0.972 ms per message (the smallest sizes agree: median 1.86 ms for 7132 B = 2 x 0.93 ms).
+# The host was shared (load average 4.9 at the start of that batch). The 2026-11-24 fit gave 0.861 ms.
+DEFAULT_STARTUP_S = 0.000972
+# The emulator's data plane costs this many host CPU seconds per byte moved (all processes, sender and
+# receiver together). Source: README "### The data plane beside gloo", `experiments/allreduce_vs_gloo.py`
+# on this 2-core VM, 2026-11-24: SyncLab's ring all-reduce of ResNet-50's 102 MB over 1 Gbit/s tbf,
+# "CPU s/GB" 2.09 at 2 ranks and 2.09 at 4 ranks (all ranks' user+system over 2(N-1)·M·4 bytes sent).
+# Used only with ``host_cores`` (HostCpu, the emulator's host as a shared resource; off by default).
+DEFAULT_CPU_S_PER_BYTE = 2.09e-9
+# Of that, the share not overlapped with the wire (reassembly and the ring's add once a segment is in,
+# before the next step leaves: store and forward). Source: the same table, 1 Gbit/s, 2 ranks, where the
+# two ranks' work runs on two cores without contention: SyncLab 0.881 s against the ring bound 0.818 s
+# at the wire rate, 0.818 / PAYLOAD_SHARE = 0.855 s at the payload rate; 2 steps of 51.1 MB, each with
+# one start-up (0.861 ms): (0.881 - 0.855 - 2 x 0.000861) / (2 x 51.1e6 B) = 0.23 ns/B. Cross-check on the
+# 4-rank row (not used to set it): 6 steps of 25.5 MB, 4 ranks' jobs on 2 cores at half speed each,
+# 1.283 s + 6 x 0.861 ms + 6 x 25.5e6 x 0.23e-9 x 2 = 1.359 s against 1.364 s measured.
+DEFAULT_SERIAL_S_PER_BYTE = 0.23e-9
+# The share of a link's rate that carries message bytes. The profiles' rate is the wire rate in L2 bytes
+# (netem/profiles/*.yaml: "wire rate, L2 bytes; TCP goodput ~0.957x"; tbf counts whole frames): a full
+# 1514-byte frame carries 1448 payload bytes (1500 MTU - 20 IP - 32 TCP with timestamps). README
+# "### The data plane beside gloo": `synclab netbench` measured SyncLab's stream at 0.956 Gbit/s on the
+# 1gbit profile, = iperf3. 1448 / 1514 = 0.9564.
+PAYLOAD_SHARE = 1448 / 1514
 EVENT_CAP = 2_000_000  # per-tensor events and spans beyond this many rows are not recorded
 
 
@@ -52,6 +76,7 @@ class SimResult:
     profile_meta: dict[str, Any] = field(default_factory=dict)
     startup_s: float = DEFAULT_STARTUP_S
     world: int = 1
+    host_cpu: dict | None = None
 
 
 def prepare(spec: Spec) -> tuple[Spec, list[str]]:
@@ -78,7 +103,9 @@ class Simulation:
     """The shared state the node and strategy models read (see :mod:`synclab.sim.nodes`)."""
 
     def __init__(self, spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, workers: int | None = None,
-                 record_events: bool | None = None, shard_cpu=None):
+                 record_events: bool | None = None, host_cores: float | None = None,
+                 cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
+                 serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None):
         import torch
 
         from synclab.core import param_layout
@@ -95,7 +122,16 @@ class Simulation:
         self.iterations = s.run.iterations
         self.env = simpy.Environment()
         self.rng = random.Random(s.run.seed)
-        self.net = Network(self.env, self.rng)
+        # all ranks of a ring strategy are identical: rank 0 simulated, the others mirror it
+        self.mirror = self.name in RING_STRATEGIES
+        host_cpu = None
+        if host_cores is not None:  # the emulator's one host: every node's data plane on `host_cores` cores
+            host_cpu = HostCpu(host_cores, cpu_s_per_byte, serial_s_per_byte=serial_s_per_byte,
+                               dilation=s.run.dilation,
+                               mirrored=self.world if self.mirror and self.world > 1 else 1)
+        self.net = Network(self.env, self.rng, host_cpu)
+        if host_cpu is not None:  # the measured start-up is the emulator host's time: 1/D of it emulated
+            startup_s = startup_s / host_cpu.dilation
         profile = s.compute.model_profile()
         self.profile = profile
         with torch.device("meta"):
@@ -118,14 +154,14 @@ class Simulation:
         self.update_s = [u * s.compute.scale for u in shares]
         self.elem_bytes = {"float32": 4, "float16": 2, "bfloat16": 2}[profile.dtype]
         self.samples = s.model.batch_size * batch_factor
-        self.mirror = self.name in RING_STRATEGIES  # all ranks identical: rank 0 simulated, the others mirror it
         self.record = s.run.events if record_events is None else record_events
         self.events: list[tuple] = []
         self.spans: list[tuple] = []
         self.cluster = Cluster(self.net, s.network.link_profile(), startup_s=startup_s,
                                chunk_bytes=s.transport.chunk_bytes,
                                policies={"worker": cls.send_policy, "ps": cls.send_policy}, record_spans=False,
-                               machine_of=s.machine_of, queue_bytes=s.transport.queue_bytes)
+                               machine_of=s.machine_of, payload_share=PAYLOAD_SHARE,
+                               queue_bytes=s.transport.queue_bytes)
         self.plan = None
         self.parts_of: list[list] = [[] for _ in infos]
         self.shards: list[SimShard] = []
@@ -206,7 +242,8 @@ class Simulation:
             sent, received = dict(self.cluster.bytes_sent), dict(self.cluster.bytes_received)
         rows.sort(key=lambda r: (r["iteration"], r["rank"]))
         return SimResult(self.spec, rows, self.events, self.spans, sent, received, self.net.events, wall,
-                         self.env.now - self.t_job, plan=self.plan_record, startup_s=self.cluster.startup_s, world=self.world,
+                         self.env.now - self.t_job, plan=self.plan_record, startup_s=self.cluster.startup_s,
+                         world=self.world, host_cpu=None if self.net.host_cpu is None else self.net.host_cpu.as_dict(),
                          profile_meta={"model": self.profile.model, "batch_size": self.profile.batch_size,
                                        "device": self.profile.device,
                                        "device_name": self.profile.meta.get("device_name"),
@@ -214,14 +251,22 @@ class Simulation:
 
 
 def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events: bool | None = None,
-             workers: int | None = None, shard_cpu=None) -> SimResult:
+             workers: int | None = None, host_cores: float | None = None,
+             cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
+             serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None) -> SimResult:
     """Simulate ``spec`` (as loaded by :func:`synclab.config.load_spec`); :class:`UnsupportedStrategy` or
-    :class:`~synclab.config.SpecError` when it cannot."""
+    :class:`~synclab.config.SpecError` when it cannot.
+
+    ``host_cores``: model the emulator's host (every node on one machine of that many cores, each byte
+    moved costing ``cpu_s_per_byte`` CPU seconds, ``serial_s_per_byte`` of them after the message is in,
+    ``run.dilation`` applied: :class:`~synclab.sim.network.HostCpu`), for validation against the
+    emulator; None (default) simulates a cluster whose nodes have their own CPUs."""
     if startup_s < 0:
         raise ValueError(f"startup_s must be >= 0, got {startup_s}")
     spec, notes = prepare(spec)
     result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers,
-                        shard_cpu=shard_cpu).run()
+                        host_cores=host_cores, cpu_s_per_byte=cpu_s_per_byte,
+                        serial_s_per_byte=serial_s_per_byte, shard_cpu=shard_cpu).run()
     if shard_cpu is not None:
         notes.append(f"PS shards' host CPU modelled: push {shard_cpu.push_s * 1e9:.2f}, update "
                      f"{shard_cpu.update_s * 1e9:.2f}, reply {shard_cpu.reply_s * 1e9:.2f} ns per value")

@@ -12,13 +12,13 @@ import pytest
 from synclab.config import load_spec
 from synclab.report import load_run
 from synclab.sim.records import write_run
-from synclab.sim.run import Simulation, prepare, simulate
+from synclab.sim.run import PAYLOAD_SHARE, Simulation, prepare, simulate
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
 BASE = ["compute.mode=replay", "run.iterations=4", "run.warmup=1", "compute.scale=0.01"]
 A = 0.001   # start-up cost per message in the hand-checked cases
-RATE = 1e9  # 1gbit, egress of every node
+RATE = 1e9 * PAYLOAD_SHARE  # 1gbit, egress of every node; the payload share of the wire rate
 
 
 def _spec(*overrides):
