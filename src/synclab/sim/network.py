@@ -223,6 +223,12 @@ class Network:
         flow.t_last = self.env.now
         for n in nics:
             n.flows[flow.fid] = flow
+        if all(len(n.flows) == 1 for n in nics):
+            # alone on every NIC it crosses (a ring's step, one PS push): progressive filling would give it
+            # the slowest NIC's rate; say so directly instead of walking the component (same rate, same event)
+            flow.rate = min(float(n.rate_bps) for n in nics)
+            self._schedule_finish(flow)
+            return
         self._reshare(nics)
 
     def _finish(self, flow: Flow, version: int) -> None:
@@ -231,7 +237,8 @@ class Network:
         for n in flow.nics:
             del n.flows[flow.fid]
         flow.bits = 0.0
-        self._reshare(flow.nics)
+        if any(n.flows for n in flow.nics):  # flows left beside it get its share
+            self._reshare(flow.nics)
         flow.on_done()
 
     def _component(self, nics: tuple[Nic, ...]) -> tuple[list[Nic], list[Flow]]:
@@ -272,11 +279,15 @@ class Network:
                     cap[id(m)] = max(0.0, cap[id(m)] - share)
                     left[id(m)] -= 1
         for f in flows:
-            f.version += 1
-            v = f.version
-            self.events += 1
-            ev = self.env.timeout(f.bits / f.rate if f.rate > 0 else float("inf"))
-            ev.callbacks.append(lambda _, f=f, v=v: self._finish(f, v))
+            self._schedule_finish(f)
+
+    def _schedule_finish(self, f: Flow) -> None:
+        """(Re)schedule ``f``'s last byte at its current rate; an earlier schedule is superseded."""
+        f.version += 1
+        v = f.version
+        self.events += 1
+        ev = self.env.timeout(f.bits / f.rate if f.rate > 0 else float("inf"))
+        ev.callbacks.append(lambda _, f=f, v=v: self._finish(f, v))
 
 
 class Message:

@@ -147,3 +147,20 @@ def test_a_colocated_shard_shares_its_workers_nic_with_it():
     env.run()
     # both leave through worker0's machine: 2 MB at 8 Mbit/s, fairly shared, end together at 2 s
     assert [t for _, t in done] == [pytest.approx(A + 2.0)] * 2
+
+
+def test_a_flow_alone_runs_at_its_slowest_nic_and_shares_once_another_joins():
+    """The lone-flow shortcut (no component walk) must agree with progressive filling as flows come and go."""
+    env, net = _net()
+    a, slow = Nic("a", RATE), Nic("slow", RATE / 2)
+    ends = {}
+    net.start_flow(a, slow, 1_000_000, lambda: ends.setdefault("first", env.now))  # alone: RATE / 2
+    env.run(until=0.004)  # 4 ms at 0.5 Gbit/s: 250 kB through, 750 kB left
+    net.start_flow(a, Nic("b", RATE), 1_000_000, lambda: ends.setdefault("second", env.now))
+    # a is shared: max-min gives the first flow RATE/2 (held at slow) and the second the other RATE/2
+    assert sorted(f.rate for f in a.flows.values()) == [pytest.approx(RATE / 2)] * 2
+    env.run()
+    assert ends["first"] == pytest.approx(0.004 + 750_000 * 8 / (RATE / 2))  # 16 ms
+    # the second ran at RATE/2 until 16 ms (750 kB), then alone at RATE for the last 250 kB
+    assert ends["second"] == pytest.approx(0.016 + 250_000 * 8 / RATE)
+    assert not a.flows and not slow.flows
