@@ -14,7 +14,7 @@ for all the slices of a layer"). Pushes leave in FIFO order.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -60,6 +60,7 @@ class PsClient:
         self._lock = threading.Lock()
         self._landings: dict[tuple[int, int], _Landing] = {}  # (iteration, index) -> values still arriving
         self._notified: dict[tuple[int, str], int] = {}  # (iteration, key) -> slices notified so far
+        self._unsent: set[Future] = set()  # gradient slices not yet handed to gRPC whole
         ctx.inbox.subscribe(pb.PARAMS, self._on_params)
         if pull_on_notify:
             ctx.inbox.subscribe(pb.NOTIFY, self._on_notify)
@@ -76,16 +77,32 @@ class PsClient:
                    for p in self.partitions(index)]
         remaining = [len(futures)]
         lock = threading.Lock()
+        with self._lock:
+            self._unsent.update(futures)
 
-        def one_done(_):
+        def one_done(f):
             with lock:
                 remaining[0] -= 1
                 last = remaining[0] == 0
+            with self._lock:
+                self._unsent.discard(f)
             if last:
                 self.ctx.record_event(iteration, index, "send_end")
 
         for f in futures:
             f.add_done_callback(one_done)
+
+    def wait_pushed(self, timeout: float) -> None:
+        """Block until every gradient pushed so far has been handed to gRPC whole.
+
+        A strategy whose last pushes no pull waits for (SSD-SGD between pulls) calls this before the job's
+        end barrier: the transport's close gives in-flight streams a short grace, and a shaped (or dilated)
+        link can hold more than that in its queue, so the shard would wait for pushes that never arrive."""
+        with self._lock:
+            pending = list(self._unsent)
+        _, not_done = wait(pending, timeout=timeout)
+        if not_done:
+            raise TimeoutError(f"{len(not_done)} gradient slice(s) were still queued after {timeout:g} s")
 
     def pull(self, iteration: int, index: int, into: torch.Tensor | None = None) -> Future:
         """Ask for tensor ``index`` as of ``iteration``; the future resolves once every slice has landed.

@@ -136,7 +136,7 @@ class SsdSgd(PsStrategy):
             self._pulls[index] = self.client.pull(iteration, index, into=new_w)
 
     def on_train_end(self):
-        """The last pulls may still be on their way: let them land before the job's end barrier."""
+        """The last pulls may still be on their way, and the pushes after them: both out before the end barrier."""
         for index, pull in enumerate(self._pulls):
             if pull is not None:
                 try:
@@ -144,3 +144,5 @@ class SsdSgd(PsStrategy):
                 except TimeoutError:
                     raise TimeoutError(f"the last pull of {self.ctx.params[index].name} did not arrive within "
                                        f"{self.final_pull_timeout_s:g} s") from None
+        # the pushes after the last pull are waited for by nobody but the shards: out before the end barrier
+        self.client.wait_pushed(self.final_pull_timeout_s)

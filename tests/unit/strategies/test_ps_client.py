@@ -55,3 +55,39 @@ def test_a_single_slice_key_is_pulled_at_once_and_iterations_are_counted_apart()
     notify(inbox, "big", 0, 3, shard=0)
     notify(inbox, "big", 1, 4, shard=1)  # another iteration's slice does not complete iteration 3
     assert len(log) == 1
+
+
+class HeldLink:
+    """A link whose sends complete only when the test says so (a shaped link still draining its queue)."""
+
+    def __init__(self):
+        self.futures = []
+
+    def send(self, msg):
+        self.futures.append(Future())
+        return self.futures[-1]
+
+
+def test_wait_pushed_returns_once_every_pushed_slice_is_handed_over_and_times_out_naming_the_rest():
+    import threading
+
+    import pytest
+
+    params = [ParamInfo(0, "big", (6,), 6, 0), ParamInfo(1, "small", (2,), 2, 1)]
+    parts = [Partition("big", 0, 0, 3, 0), Partition("big", 1, 3, 3, 1), Partition("small", 0, 0, 2, 1)]
+    links = {0: HeldLink(), 1: HeldLink()}
+    ctx = WorkerContext(rank=0, world=1, node="worker0", params=params, tensors=[torch.zeros(6), torch.zeros(2)],
+                        lr=0.1, momentum=0.0, weight_decay=0.0, seed=0, inbox=Inbox(), mark_fresh=lambda i: None,
+                        ps_links=links)
+    c = PsClient(ctx, parts, pull_on_notify=False)
+    c.push(5, 0, torch.ones(6))
+    c.push(5, 1, torch.ones(2))
+    held = links[0].futures + links[1].futures
+    assert len(held) == 3
+    with pytest.raises(TimeoutError, match="3 gradient slice"):
+        c.wait_pushed(0.05)
+    for f in held[:2]:
+        f.set_result(None)
+    threading.Timer(0.05, held[2].set_result, args=(None,)).start()
+    c.wait_pushed(5.0)  # returns once the last one is out
+    c.wait_pushed(0.0)  # nothing pending: at once
