@@ -200,23 +200,30 @@ class SimWorker:
 
     # -- the training loop ----------------------------------------------------------------------------
 
+    def _forward(self, it: int, layers, factor: float = 1.0):
+        """Forward of ``layers``, each behind its gate (its tensors' updates of the previous iteration), each
+        taking its profile time × ``factor``; returns the time spent at the gates (``yield from`` it)."""
+        sim, env = self.sim, self.env
+        waited = 0.0
+        for layer in layers:
+            if not self._layer_open(layer, it):
+                t0 = env.now
+                ev = self.layer_waiter[layer] = env.event()
+                sim.net.events += 1
+                yield ev
+                waited += env.now - t0
+                sim.span(self.rank, "gate_wait", it, t0, env.now)
+            if sim.layer_fwd[layer] > 0:
+                sim.net.events += 1
+                yield env.timeout(sim.layer_fwd[layer] * factor)
+        return waited
+
     def run(self):
         sim, env = self.sim, self.env
         prev = None
         for it in range(1, sim.iterations + 1):
             start = env.now
-            gate_wait = 0.0
-            for layer, fwd in enumerate(sim.layer_fwd):
-                if not self._layer_open(layer, it):
-                    t0 = env.now
-                    ev = self.layer_waiter[layer] = env.event()
-                    sim.net.events += 1
-                    yield ev
-                    gate_wait += env.now - t0
-                    sim.span(self.rank, "gate_wait", it, t0, env.now)
-                if fwd > 0:
-                    sim.net.events += 1
-                    yield env.timeout(fwd)
+            gate_wait = yield from self._forward(it, range(len(sim.layer_fwd)))
             self.forward_s = env.now - start - gate_wait
             self.backward_start = env.now
             self._stale_count[it] = len(sim.numels)

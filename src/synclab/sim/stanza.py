@@ -114,8 +114,8 @@ class StanzaWorker(SimWorker):
         n = len(sim.numels)
         self.own = list(range(boundary, n)) if self.is_fc else list(range(boundary))
         self.layers = sorted({sim.layer_of[i] for i in self.own})
-        never = 1 << 60  # tensors this worker does not train never close its gates
-        self.fresh = [0 if i in set(self.own) else never for i in range(n)]
+        never, own = 1 << 60, set(self.own)  # tensors this worker does not train never close its gates
+        self.fresh = [0 if i in own else never for i in range(n)]
         self.mailbox = Mailbox()
         self.key = "fc" if self.is_fc else "conv"
         self.act_bytes = sim.samples * sim.profile.boundary.activations_per_sample * sim.elem_bytes
@@ -125,23 +125,6 @@ class StanzaWorker(SimWorker):
         self.sim.net.events += 1
         self.mailbox.expect(key, count, lambda: ev.succeed())
         return ev
-
-    def _forward(self, it: int, factor: float):
-        """Gated forward of this worker's layers; returns the gate wait (a generator for ``yield from``)."""
-        sim, env = self.sim, self.env
-        waited = 0.0
-        for layer in self.layers:
-            if not self._layer_open(layer, it):
-                t0 = env.now
-                ev = self.layer_waiter[layer] = env.event()
-                sim.net.events += 1
-                yield ev
-                waited += env.now - t0
-                sim.span(self.rank, "gate_wait", it, t0, env.now)
-            if sim.layer_fwd[layer] > 0:
-                sim.net.events += 1
-                yield env.timeout(sim.layer_fwd[layer] * factor)
-        return waited
 
     def _backward(self, it: int, factor: float):
         sim, env = self.sim, self.env
@@ -168,13 +151,13 @@ class StanzaWorker(SimWorker):
                 t0 = env.now
                 yield self._wait(("act", it), 2 * len(self.served))  # activations and labels of each
                 peer_wait += env.now - t0
-                gate_wait = yield from self._forward(it, len(self.served))
+                gate_wait = yield from self._forward(it, self.layers, len(self.served))
                 first = yield from self._backward(it, len(self.served))
                 for r in self.served:
                     self._send(r, self.act_bytes, ("grad", it))
                     self._send(r, LOSS_BYTES, ("loss", it))
             else:
-                gate_wait = yield from self._forward(it, 1.0)
+                gate_wait = yield from self._forward(it, self.layers)
                 fc = self.fc_of[self.rank]
                 self._send(fc, self.act_bytes, ("act", it))
                 self._send(fc, sim.samples * LABEL_BYTES, ("act", it))
