@@ -82,6 +82,18 @@ def cost_fits(out: Path, dilation: int = 1) -> dict:
             "a_ratio": s["a"] / e["a"] if e["a"] else None, "b_ratio": s["b"] / e["b"] if e["b"] else None}
 
 
+def rule_dilation(spec: Path, sets: list[str]) -> int:
+    """D of :func:`synclab.reproduce.calibration.dilation_for` for the spec with ``sets``: every node that owns
+    a link (workers, and shards not co-located) sending at the link rate at once (the reproduction targets'
+    rule, ``dilation: rule``)."""
+    from synclab.config import load_spec, parse_override
+    from synclab.reproduce.calibration import dilation_for
+
+    s = load_spec(spec, [parse_override(o) for o in sets])
+    nodes = [f"worker{r}" for r in range(s.n_workers)] + [f"ps{i}" for i in range(s.n_ps)]
+    return dilation_for(len({s.machine_of(n) for n in nodes}) * s.network.link_profile().rate_bps)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", type=Path, default=REPO / "examples" / "quickstart.yaml")
@@ -91,7 +103,9 @@ def main() -> None:
     ap.add_argument("--models", default="resnet50")
     ap.add_argument("--scale", type=float, default=0.01, help="compute.scale of the replayed profiles")
     ap.add_argument("--iterations", type=int, default=8)
-    ap.add_argument("--dilation", type=int, default=8, help="run.dilation of emulated points at >= 4 Gbit/s")
+    ap.add_argument("--dilation", default="8",
+                    help="run.dilation of emulated points at >= 4 Gbit/s, or 'rule': every point's D from the "
+                         "reproduction runner's host-capacity rule (nodes x rate / D <= 1.5 Gbit/s)")
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--out", type=Path, default=Path("runs/sim-vs-emu"))
     ap.add_argument("--lock", help="flock this file around each emulated point (a host shared by several jobs)")
@@ -115,7 +129,10 @@ def main() -> None:
         sets = [f"strategy.name={strategy}", f"network.rate={rate}", f"cluster.workers={workers}",
                 f"model.name={model}", "compute.mode=replay", f"compute.scale={a.scale}",
                 f"run.iterations={a.iterations}", "run.warmup=2", *EXTRA.get(strategy, []), *a.sets]
-        dilation = a.dilation if parse_rate_bps(rate) >= 4e9 else 1
+        if a.dilation == "rule":
+            dilation = rule_dilation(a.spec, sets)
+        else:
+            dilation = int(a.dilation) if parse_rate_bps(rate) >= 4e9 else 1
         row = {"strategy": strategy, "rate": rate, "workers": workers, "model": model}
         try:
             row.update(point(a.spec, a.out / f"{strategy}-{rate}-{workers}w-{model}", sets, dilation, lock=a.lock,
