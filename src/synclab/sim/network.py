@@ -39,6 +39,10 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   step waits for that (store and forward). That part (``serial_s_per_byte`` of c)
   is a job on the host's cores once the message is through, before it is
   delivered: :class:`CpuServer`, processor sharing, one core at most per job.
+  The start-up ``a`` is the host's too (the emulator's per-message cost is its
+  processes' CPU time: the fit's a grows with the process count on the same
+  cores): with the host modelled it is a job of the same server, so concurrent
+  start-ups share the cores.
 
 Loss is not modelled. Hot paths use SimPy timeouts with plain callbacks (no
 process generators) and count every event they schedule (``Network.events``).
@@ -206,6 +210,15 @@ class Network:
             return
         # a host CPU second is 1/D emulated seconds (the host runs D× slower than the emulated clock)
         self.cpu_server.submit(nbytes * h.serial_s_per_byte / h.dilation, on_done, weight=h.mirrored)
+
+    def start_up(self, startup_s: float, fn: Callback) -> None:
+        """A message's start-up ``a``, then ``fn``: a plain delay, or with the host modelled a job of the
+        host's cores (the emulator's a is its host's per-message CPU: concurrent start-ups share the cores,
+        so 8 ring ranks on 2 cores each wait 4× as long as one alone)."""
+        if self.cpu_server is None or startup_s <= 0:
+            self.after(startup_s, fn)
+        else:
+            self.cpu_server.submit(startup_s, fn, weight=self.host_cpu.mirrored)
 
     def after(self, delay_s: float, fn: Callback) -> None:
         """Call ``fn`` ``delay_s`` seconds from now (one counted event)."""
@@ -376,7 +389,7 @@ class Link:
         self._current = msg
         if msg.t0 < 0:
             msg.t0 = self.net.env.now
-            self.net.after(self.startup_s, lambda: self._chunk(msg))
+            self.net.start_up(self.startup_s, lambda: self._chunk(msg))
         else:
             self._chunk(msg)
 

@@ -182,3 +182,30 @@ def test_with_the_host_modelled_dilation_divides_the_start_up_too():
     fit = simulate(spec, startup_s=0.0008, host_cores=2).plan["cost_fit"]
     assert fit["a"] == pytest.approx(2 * 0.0008 / 8, rel=1e-3)
     assert simulate(spec, startup_s=0.0008).plan["cost_fit"]["a"] == pytest.approx(0.0016, rel=1e-4)
+
+
+def test_concurrent_start_ups_share_the_host_cores():
+    # the start-up is the host's per-message CPU: two messages on separate NIC pairs start together on one
+    # core and each takes 2a; on two cores each takes a; without the host each takes a
+    a = 0.001
+    for host, expect in ((HostCpu(1, 1e-12), 2 * a), (HostCpu(2, 1e-12), a), (None, a)):
+        env, net = _net(host)
+        done = []
+        for k in range(2):
+            Link(net, Nic(f"t{k}", 1e12), Nic(f"r{k}", 1e12), policy="fifo", chunk_bytes=1 << 30, startup_s=a,
+                 delay_s=0.0).send(1, lambda: done.append(env.now))
+        env.run()
+        assert done == [pytest.approx(expect, rel=1e-3)] * 2
+
+
+def test_a_ring_of_eight_on_two_cores_fits_four_times_the_start_up_of_two():
+    # the emulator's fitted a grows with its process count on the same cores (0.97 ms at 2 workers,
+    # 3.3 ms at 8, README "Simulation"): with the host modelled, the ring's 2(N-1) start-ups per all-reduce
+    # run at cores / N of a core each
+    fits = {}
+    for n in (2, 8):
+        spec = load_spec(QUICKSTART, [*BASE, "strategy.name=mgwfbp", "strategy.profile_iterations=1",
+                                      f"cluster.workers={n}"])
+        fits[n] = simulate(spec, startup_s=0.0005, host_cores=2).plan["cost_fit"]["a"]
+    assert fits[2] == pytest.approx(2 * 0.0005, rel=1e-3)
+    assert fits[8] == pytest.approx(2 * 7 * 0.0005 * 8 / 2, rel=0.05)
