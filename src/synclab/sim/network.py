@@ -27,6 +27,11 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   then its bytes at the shared rate (b = 8/rate per byte), then the one-way
   delay of the profiles (sender's egress delay + receiver's ingress delay, with
   jitter drawn uniformly in ±jitter from the simulation's seeded RNG).
+  During a start-up the link has no flow, so the NICs it crosses go to the flows
+  beside it (work-conserving, as an idle TCP connection leaves its share to the
+  others): a larger ``a`` can deliver *another* link's message earlier, and a job
+  whose gates wait on such messages can get faster (issue 14, README
+  "## Simulation"; ``tests/unit/sim/test_network.py``).
 
 * Optionally (:class:`HostCpu`, off by default: a real cluster has a CPU per
   node), the one host the emulator runs every node on: its cores are one more

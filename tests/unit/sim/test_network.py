@@ -164,3 +164,33 @@ def test_a_flow_alone_runs_at_its_slowest_nic_and_shares_once_another_joins():
     # the second ran at RATE/2 until 16 ms (750 kB), then alone at RATE for the last 250 kB
     assert ends["second"] == pytest.approx(0.016 + 250_000 * 8 / RATE)
     assert not a.flows and not slow.flows
+
+
+def _two_links_one_nic(startup_s: float) -> tuple[float, float]:
+    """Link A sends four 125 kB messages, link B one 500 kB message, both from one egress NIC at t = 0.
+    Returns (B delivered, A's last delivered). 125 kB alone at RATE takes 1 ms."""
+    env, net = _net()
+    tx = Nic("tx", RATE)
+    a = Link(net, tx, Nic("ra", RATE), policy="fifo", chunk_bytes=1 << 30, startup_s=startup_s, delay_s=0.0)
+    b = Link(net, tx, Nic("rb", RATE), policy="fifo", chunk_bytes=1 << 30, startup_s=startup_s, delay_s=0.0)
+    ends: dict[str, float] = {}
+    for _ in range(4):
+        a.send(125_000, lambda: ends.__setitem__("a", env.now))
+    b.send(500_000, lambda: ends.__setitem__("b", env.now))
+    env.run()
+    return ends["b"], ends["a"]
+
+
+def test_a_larger_startup_can_deliver_a_competing_link_earlier():
+    """Issue 14: the model is not monotone per message in the start-up cost, and should not be. A link is
+    idle on the wire during each message's start-up, and max-min sharing gives its share to the flows
+    beside it (a work-conserving NIC, as TCP connections share a real one). B shares the NIC with A's
+    stream of small messages: with a = 0 they split it all along and both end at 8 ms; with a = 1 ms, A's
+    start-ups between its messages (3-4 ms, 6-7 ms) leave B alone on the NIC, and B ends at 7 ms — earlier —
+    while A's last message ends at 10 ms. If B carries what a gate waits for, the iteration gets shorter."""
+    b0, a0 = _two_links_one_nic(0.0)
+    b1, a1 = _two_links_one_nic(0.001)
+    assert (b0, a0) == (pytest.approx(0.008), pytest.approx(0.008))
+    assert (b1, a1) == (pytest.approx(0.007), pytest.approx(0.010))
+    # the NIC's makespan (the last byte of either) still grows with the start-up
+    assert max(b1, a1) > max(b0, a0)

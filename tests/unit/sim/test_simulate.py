@@ -95,3 +95,18 @@ def test_sweep_writes_csv_and_png(tmp_path):
                               *[x for o in [*BASE, "strategy.name=wfbp"] for x in ("--set", o)]])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "sweep.csv").read_text().count("\n") == 3 and (tmp_path / "sweep.png").is_file()
+
+
+@pytest.mark.parametrize("colocate", ["true", "false"])
+def test_without_nic_contention_a_larger_startup_never_shortens_an_iteration(colocate):
+    """Issue 14: what can make a job faster when every message's start-up grows is only the NIC share a
+    link leaves to others while it is in its start-up (tests/unit/sim/test_network.py
+    ``test_a_larger_startup_can_deliver_a_competing_link_earlier``). Without shaped links nothing is
+    shared, and every record of ``ps`` with (co-located) shards grows with the start-up."""
+    spec = _spec("strategy.name=ps", "network.rate=null", "cluster.workers=4", "cluster.ps_shards=4",
+                 f"cluster.colocate_ps={colocate}")
+    means = []
+    for a in (0.0, 0.0002, 0.0005, 0.001, 0.002):
+        rows = simulate(spec, startup_s=a).rows
+        means.append(sum(r["iteration_s"] for r in rows if r["iteration"] > 1) / (len(rows) - 4))
+    assert means == sorted(means) and means[-1] > means[0]
