@@ -23,10 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 # known bad points, each named with its reason (strict: the test fails once the target is fixed, so this goes)
-KNOWN_BAD = {
-    "mgwfbp-fig6-8": "full form's set strategy.fit_repeats=10 reaches the wfbp and synceasgd points, which take no "
-                     "such option (the run would stop at its first point)",
-}
+KNOWN_BAD: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("target", [pytest.param(t, marks=pytest.mark.xfail(reason=KNOWN_BAD[t.id], strict=True))
