@@ -6,8 +6,8 @@ leaves the veths alone. For each link and N, back to back in the same namespaces
 
 1. gloo: ``torch.distributed.all_reduce`` of M fp32 values (the anchor);
 2. SyncLab: ``synclab.collective.ring.ring_allreduce_`` of the same values over ``NodeTransport`` gRPC streams,
-   as ``synceasgd`` runs its merged all-reduce (1 MiB chunks, the transport's defaults, store and forward per
-   step unless ``--pieces``, chunks streamed into place; ``--staged-too`` also runs the staged receive path);
+   as ``synceasgd`` runs its merged all-reduce (frames of ``transport.chunk_bytes: auto`` — 1 MiB on shaped links,
+   4 MiB unshaped — the transport's defaults, store and forward per step unless ``--pieces``, chunks streamed into place; ``--staged-too`` also runs the staged receive path);
 3. iperf3 between two ranks (once per link): the TCP ceiling and its CPU cost.
 
 Each rank times every all-reduce after a barrier (gloo's, or a one-float ring all-reduce for SyncLab); an
@@ -217,6 +217,7 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
                                 if iperf and iperf.cpu_seconds is not None else None),
         "gloo_all_s": gloo["all_seconds"], "synclab_all_s": ours["all_seconds"],
         "pieces": ring_pieces(floats, n) if pieces == "auto" else int(pieces),
+        "chunk_bytes": int(rank_args[rank_args.index("--chunk-bytes") + 1]) if "--chunk-bytes" in rank_args else None,
         "staged_s": staged["seconds"] if staged else None,
         "staged_speed_vs_gloo": gloo["seconds"] / staged["seconds"] if staged else None,
         "staged_cpu_s_per_gb": staged["cpu_s"] / (ring_gb * repeats) if staged else None,
@@ -229,6 +230,16 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
         "synclab_store_forward_s": sf["seconds"] if sf else None,
         "pipeline_speedup": sf["seconds"] / ours["seconds"] if sf else None,
     }
+
+
+def chunk_for(link: str, chunk: str) -> int:
+    """The frame payload SyncLab's ranks use on ``link``: ``chunk`` in bytes, or ``auto`` (the spec's rule)."""
+    if chunk != "auto":
+        return int(chunk)
+    from synclab.config.spec import auto_chunk_bytes
+    from synclab.netem.profile import load_profile
+
+    return auto_chunk_bytes(None if link == "unshaped" else load_profile(link).rate_bps)
 
 
 def measure_ps(link: str, out: Path, workers: int = 4, shards: int = 2, iterations: int = 8) -> dict:
@@ -334,7 +345,9 @@ def main() -> None:
     ap.add_argument("--staged-too", action="store_true",
                     help="also run SyncLab's ring with every segment reassembled before it is applied (the receive "
                          "path before chunks went straight into place), side by side, just before the streamed one")
-    ap.add_argument("--chunk-bytes", type=int, default=1 << 20, help="SyncLab's frame payload (transport.chunk_bytes)")
+    ap.add_argument("--chunk-bytes", default="auto",
+                    help="SyncLab's frame payload in bytes (transport.chunk_bytes); auto: the spec's rule for the link "
+                         "(synclab.config.spec.auto_chunk_bytes: 4 MiB unshaped, else 1 MiB up to 10 Gbit/s)")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="torch intra-op threads in SyncLab's ranks (0: torch's default)")
     ap.add_argument("--py-spy", type=Path, default=None,
@@ -370,7 +383,7 @@ def main() -> None:
             for n in ranks:
                 bar.update(task, description=f"{link}, {n} ranks")
                 rows.append(measure(link, n, a.floats, a.repeats, a.notsent_lowat, a.store_and_forward, a.pieces,
-                                    a.staged_too, ("--chunk-bytes", str(a.chunk_bytes),
+                                    a.staged_too, ("--chunk-bytes", str(chunk_for(link, a.chunk_bytes)),
                                                    "--torch-threads", str(a.torch_threads)),
                                     a.py_spy, a.skip_gloo, a.baseline_src))
                 bar.advance(task)
