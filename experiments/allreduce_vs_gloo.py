@@ -6,8 +6,8 @@ leaves the veths alone. For each link and N, back to back in the same namespaces
 
 1. gloo: ``torch.distributed.all_reduce`` of M fp32 values (the anchor);
 2. SyncLab: ``synclab.collective.ring.ring_allreduce_`` of the same values over ``NodeTransport`` gRPC streams,
-   as ``synceasgd`` runs its merged all-reduce (1 MiB chunks, the transport's defaults, store and forward per
-   step unless ``--pieces``, chunks streamed into place; ``--staged-too`` also runs the staged receive path);
+   as ``synceasgd`` runs its merged all-reduce (frames of ``transport.chunk_bytes: auto`` — 1 MiB on shaped links,
+   4 MiB unshaped — the transport's defaults, store and forward per step unless ``--pieces``, chunks streamed into place; ``--staged-too`` also runs the staged receive path);
 3. iperf3 between two ranks (once per link): the TCP ceiling and its CPU cost.
 
 Each rank times every all-reduce after a barrier (gloo's, or a one-float ring all-reduce for SyncLab); an
@@ -47,9 +47,10 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _report(rank: int, times: list[float], cpu_s: float, value: float, expected: float) -> None:
-    print(json.dumps({"rank": rank, "times": times, "cpu_s": cpu_s, "ok": abs(value - expected) <= 1e-6 * expected}),
-          flush=True)
+def _report(rank: int, times: list[float], cpu_s: float, value: float, expected: float,
+            threads: dict[str, float] | None = None) -> None:
+    print(json.dumps({"rank": rank, "times": times, "cpu_s": cpu_s, "ok": abs(value - expected) <= 1e-6 * expected,
+                      "threads": threads or {}}), flush=True)
 
 
 def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int, pieces: str = "1",
@@ -75,19 +76,31 @@ def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int, piece
 
 
 def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pieces: str = "1",
-                  staged: bool = False) -> None:
+                  staged: bool = False, chunk_bytes: int = 1 << 20, torch_threads: int = 0) -> None:
     """``staged``: the transport reassembles every segment before the ring applies it (the receive path before
     chunks were streamed into place); else chunks are added or copied into the tensor as they arrive."""
     import torch
 
     from synclab.collective.ring import ring_allreduce_
     from synclab.transport.inbox import Inbox
+
+    try:
+        from synclab.metrics.threadcpu import cpu_between, thread_cpu
+    except ImportError:  # a --baseline-src tree from before per-thread accounting
+        def thread_cpu():
+            return {}
+
+        def cpu_between(before, after):
+            return {}
     from synclab.transport.node import NodeTransport
 
+    if torch_threads > 0:
+        torch.set_num_threads(torch_threads)
     world = len(addresses)
     nxt, prev = (rank + 1) % world, (rank - 1) % world
     inbox = Inbox()
-    node = NodeTransport(f"r{rank}", TOKEN, on_message=inbox.deliver, sinks=None if staged else inbox)
+    node = NodeTransport(f"r{rank}", TOKEN, on_message=inbox.deliver, sinks=None if staged else inbox,
+                         chunk_bytes=chunk_bytes)
     node.serve("0.0.0.0", SYNCLAB_PORT, peer=True)
     link = node.connect(f"r{nxt}", f"{addresses[nxt]}:{SYNCLAB_PORT}", "peer")
 
@@ -97,6 +110,7 @@ def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pi
 
     flat, token = torch.ones(floats), torch.zeros(1)
     allreduce(flat, "grad", 0)  # warm-up: streams open, buffers touched
+    threads0 = thread_cpu()
     times, cpu0 = [], _cpu_s()
     for i in range(1, repeats + 1):
         allreduce(token, "barrier", i)
@@ -104,19 +118,35 @@ def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pi
         allreduce(flat, "grad", i)
         times.append(time.perf_counter() - t0)
     cpu = _cpu_s() - cpu0
+    threads = cpu_between(threads0, thread_cpu())
     allreduce(token, "barrier", repeats + 1)  # nobody closes while a neighbour still reads
-    _report(rank, times, cpu, float(flat[-1]), float(world) ** (repeats + 1))
+    _report(rank, times, cpu, float(flat[-1]), float(world) ** (repeats + 1), threads)
     node.close(2.0)
 
 
 def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int, pieces: str = "1",
-              staged: bool = False) -> dict:
-    """Start one rank per namespace, wait for all; the slowest rank's time per all-reduce, CPU summed."""
+              staged: bool = False, rank_args: tuple[str, ...] = (), py_spy: Path | None = None,
+              src: Path | None = None) -> dict:
+    """Start one rank per namespace, wait for all; the slowest rank's time per all-reduce, CPU summed.
+
+    ``py_spy``: a folder; every rank runs under ``py-spy record --native`` and writes its collapsed stacks
+    there (``<tool>-rank<r>.txt``). ``src``: import ``synclab`` from this source tree instead (the code before a
+    change, side by side with the current one)."""
     addresses = [cluster.address(n) for n in names]
-    procs = [subprocess.Popen([*cluster.exec_prefix(n), sys.executable, __file__, "rank", "--tool", tool,
+
+    def spy(r: int) -> list[str]:
+        if py_spy is None:
+            return []
+        py_spy.mkdir(parents=True, exist_ok=True)
+        return [str(Path(sys.executable).with_name("py-spy")), "record", "--native", "--threads", "-r", "97",
+                "-f", "raw", "-o", str(py_spy / f"{tool}{'-staged' if staged else ''}-rank{r}.txt"), "--"]
+
+    env = None if src is None else {**os.environ, "PYTHONPATH": str(src)}
+    procs = [subprocess.Popen([*cluster.exec_prefix(n), *spy(r), sys.executable, __file__, "rank", "--tool", tool,
                                "--rank", str(r), "--addresses", ",".join(addresses), "--floats", str(floats),
-                               "--repeats", str(repeats), "--pieces", pieces, *(["--staged"] if staged else [])],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               "--repeats", str(repeats), "--pieces", pieces, *(["--staged"] if staged else []),
+                               *rank_args],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for r, n in enumerate(names)]
     reports = []
     try:
@@ -133,12 +163,20 @@ def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int, p
     if not all(rep["ok"] for rep in reports):
         raise RuntimeError(f"{tool}: a rank ended with a wrong sum")
     per_allreduce = [max(rep["times"][i] for rep in reports) for i in range(repeats)]
+    from synclab.metrics.threadcpu import cpu_by_role
+
+    threads: dict[str, float] = {}
+    for rep in reports:
+        for role, sec in cpu_by_role(rep.get("threads", {})).items():
+            threads[role] = threads.get(role, 0.0) + sec
     return {"seconds": statistics.median(per_allreduce), "all_seconds": per_allreduce,
-            "cpu_s": sum(rep["cpu_s"] for rep in reports)}
+            "cpu_s": sum(rep["cpu_s"] for rep in reports), "threads_cpu_s": threads}
 
 
 def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | None = None,
-            store_and_forward: bool = False, pieces: str = "1", staged_too: bool = False) -> dict:
+            store_and_forward: bool = False, pieces: str = "1", staged_too: bool = False,
+            rank_args: tuple[str, ...] = (), py_spy: Path | None = None, skip_gloo: bool = False,
+            baseline_src: Path | None = None) -> dict:
     """One point: a fresh cluster of ``n`` namespaces shaped by ``link``; gloo, SyncLab, then iperf3 in it."""
     from synclab.netem import bench
     from synclab.netem.netns import NetnsCluster, Topology
@@ -153,10 +191,15 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
         if applied and applied.left_to_app:
             raise RuntimeError(f"{link}: the kernel could not shape {sorted(applied.left_to_app)}; "
                                "gloo would run unshaped, so the comparison would not be fair")
-        gloo = run_ranks(c, names, "gloo", floats, repeats)
-        staged = run_ranks(c, names, "synclab", floats, repeats, pieces, staged=True) if staged_too else None
-        ours = run_ranks(c, names, "synclab", floats, repeats, pieces)
-        sf = run_ranks(c, names, "synclab", floats, repeats, pieces="1") if store_and_forward else None
+        gloo = (run_ranks(c, names, "gloo", floats, repeats) if not skip_gloo
+                else {"seconds": float("nan"), "all_seconds": [], "cpu_s": float("nan")})
+        staged = (run_ranks(c, names, "synclab", floats, repeats, pieces, staged=True, rank_args=rank_args)
+                  if staged_too else None)
+        base = (run_ranks(c, names, "synclab", floats, repeats, pieces, src=baseline_src)
+                if baseline_src is not None else None)
+        ours = run_ranks(c, names, "synclab", floats, repeats, pieces, rank_args=rank_args, py_spy=py_spy)
+        sf = (run_ranks(c, names, "synclab", floats, repeats, pieces="1", rank_args=rank_args)
+              if store_and_forward else None)
         if bench.iperf3_available():
             iperf = bench.iperf3_goodput(c.exec_prefix("r1"), c.exec_prefix("r0"), c.address("r1"), duration_s=3.0)
     from synclab.collective.ring import ring_pieces
@@ -174,12 +217,29 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
                                 if iperf and iperf.cpu_seconds is not None else None),
         "gloo_all_s": gloo["all_seconds"], "synclab_all_s": ours["all_seconds"],
         "pieces": ring_pieces(floats, n) if pieces == "auto" else int(pieces),
+        "chunk_bytes": int(rank_args[rank_args.index("--chunk-bytes") + 1]) if "--chunk-bytes" in rank_args else None,
         "staged_s": staged["seconds"] if staged else None,
         "staged_speed_vs_gloo": gloo["seconds"] / staged["seconds"] if staged else None,
         "staged_cpu_s_per_gb": staged["cpu_s"] / (ring_gb * repeats) if staged else None,
+        "baseline_s": base["seconds"] if base else None,
+        "baseline_speed_vs_gloo": gloo["seconds"] / base["seconds"] if base else None,
+        "baseline_cpu_s_per_gb": base["cpu_s"] / (ring_gb * repeats) if base else None,
+        "baseline_threads_cpu_s_per_gb": ({k: v / (ring_gb * repeats) for k, v in base["threads_cpu_s"].items()}
+                                          if base else None),
+        "synclab_threads_cpu_s_per_gb": {k: v / (ring_gb * repeats) for k, v in ours["threads_cpu_s"].items()},
         "synclab_store_forward_s": sf["seconds"] if sf else None,
         "pipeline_speedup": sf["seconds"] / ours["seconds"] if sf else None,
     }
+
+
+def chunk_for(link: str, chunk: str) -> int:
+    """The frame payload SyncLab's ranks use on ``link``: ``chunk`` in bytes, or ``auto`` (the spec's rule)."""
+    if chunk != "auto":
+        return int(chunk)
+    from synclab.config.spec import auto_chunk_bytes
+    from synclab.netem.profile import load_profile
+
+    return auto_chunk_bytes(None if link == "unshaped" else load_profile(link).rate_bps)
 
 
 def measure_ps(link: str, out: Path, workers: int = 4, shards: int = 2, iterations: int = 8) -> dict:
@@ -199,7 +259,7 @@ def measure_ps(link: str, out: Path, workers: int = 4, shards: int = 2, iteratio
     for s in ("strategy.name=ps", "model.name=resnet50", "compute.mode=replay", "compute.scale=0.001",
               f"cluster.workers={workers}", f"cluster.ps_shards={shards}", f"run.iterations={iterations}",
               "run.warmup=2", "network.isolation=netns",
-              "network.profile=unshaped" if link == "unshaped" else f"network.rate={link}"):
+              *(("network.rate=null", "network.delay=null") if link == "unshaped" else (f"network.rate={link}",))):
         cmd += ["--set", s]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if r.returncode:
@@ -253,9 +313,14 @@ def main() -> None:
         ap.add_argument("--repeats", type=int, required=True)
         ap.add_argument("--pieces", default="1")
         ap.add_argument("--staged", action="store_true")
+        ap.add_argument("--chunk-bytes", type=int, default=1 << 20)
+        ap.add_argument("--torch-threads", type=int, default=0)
         a = ap.parse_args()
-        run = _rank_gloo if a.tool == "gloo" else _rank_synclab
-        run(a.rank, a.addresses.split(","), a.floats, a.repeats, a.pieces, a.staged)
+        if a.tool == "gloo":
+            _rank_gloo(a.rank, a.addresses.split(","), a.floats, a.repeats)
+        else:
+            _rank_synclab(a.rank, a.addresses.split(","), a.floats, a.repeats, a.pieces, a.staged, a.chunk_bytes,
+                          a.torch_threads)
         # The report is printed and the streams are closed: leave without interpreter teardown, where gRPC
         # core's threads can still be joinable as their objects are destroyed and abort the process
         # ("terminate called without an active exception", exit -6 after a correct report; seen in CI).
@@ -270,6 +335,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1gbit and unshaped, 4 ranks, 4 M floats, 2 repeats")
     ap.add_argument("--ps", action="store_true",
                     help="also the PS path: push + pull of ResNet-50 through `ps`, 4 workers and 2 shards, per link")
+    ap.add_argument("--ps-links", default=None, help="links of the PS path (default: --links)")
     ap.add_argument("--notsent-lowat", type=int, default=None,
                     help="net.ipv4.tcp_notsent_lowat in every namespace (default: the kernel's)")
     ap.add_argument("--store-and-forward", action="store_true",
@@ -280,6 +346,17 @@ def main() -> None:
     ap.add_argument("--staged-too", action="store_true",
                     help="also run SyncLab's ring with every segment reassembled before it is applied (the receive "
                          "path before chunks went straight into place), side by side, just before the streamed one")
+    ap.add_argument("--chunk-bytes", default="auto",
+                    help="SyncLab's frame payload in bytes (transport.chunk_bytes); auto: the spec's rule for the link "
+                         "(synclab.config.spec.auto_chunk_bytes: 4 MiB unshaped, else 1 MiB up to 10 Gbit/s)")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch intra-op threads in SyncLab's ranks (0: torch's default)")
+    ap.add_argument("--py-spy", type=Path, default=None,
+                    help="profile SyncLab's ranks with py-spy (--native --threads), collapsed stacks into this folder")
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="also run SyncLab's ring with `synclab` imported from this source tree (e.g. a checkout "
+                         "of the code before a change; its defaults, not --chunk-bytes), just before the current one")
+    ap.add_argument("--skip-gloo", action="store_true", help="SyncLab only (profiling; no ratio)")
     ap.add_argument("--out", type=Path, default=Path("runs/allreduce-vs-gloo"))
     a = ap.parse_args()
     if a.quick:
@@ -307,14 +384,17 @@ def main() -> None:
             for n in ranks:
                 bar.update(task, description=f"{link}, {n} ranks")
                 rows.append(measure(link, n, a.floats, a.repeats, a.notsent_lowat, a.store_and_forward, a.pieces,
-                                    a.staged_too))
+                                    a.staged_too, ("--chunk-bytes", str(chunk_for(link, a.chunk_bytes)),
+                                                   "--torch-threads", str(a.torch_threads)),
+                                    a.py_spy, a.skip_gloo, a.baseline_src))
                 bar.advance(task)
 
     a.out.mkdir(parents=True, exist_ok=True)
-    ps_rows = [measure_ps(link, a.out) for link in links] if a.ps else []
+    (a.out / "allreduce.json").write_text(json.dumps(rows, indent=2))  # before the PS path, which may fail
+    ps_links = a.ps_links.split(",") if a.ps_links else links
+    ps_rows = [measure_ps(link, a.out) for link in ps_links] if a.ps else []
     if ps_rows:
         (a.out / "ps.json").write_text(json.dumps(ps_rows, indent=2))
-    (a.out / "allreduce.json").write_text(json.dumps(rows, indent=2))
     import csv
 
     with (a.out / "allreduce.csv").open("w", newline="") as f:
@@ -353,6 +433,16 @@ def main() -> None:
             t.add_row(r["link"], str(r["ranks"]), f"{r['staged_s']:.3f}", f"{r['synclab_s']:.3f}",
                       f"{r['staged_speed_vs_gloo']:.2f}", f"{r['speed_vs_gloo']:.2f}",
                       f"{r['staged_cpu_s_per_gb']:.2f}", f"{r['synclab_cpu_s_per_gb']:.2f}")
+        console.print(t)
+    if a.baseline_src:
+        t = Table(title=f"SyncLab's ring: before ({a.baseline_src}) vs now (same links, same run)")
+        for col in ("link", "ranks", "before s", "now s", "÷ gloo before", "÷ gloo now", "CPU s/GB before",
+                    "CPU s/GB now"):
+            t.add_column(col, justify="right")
+        for r in rows:
+            t.add_row(r["link"], str(r["ranks"]), f"{r['baseline_s']:.3f}", f"{r['synclab_s']:.3f}",
+                      f"{r['baseline_speed_vs_gloo']:.2f}", f"{r['speed_vs_gloo']:.2f}",
+                      f"{r['baseline_cpu_s_per_gb']:.2f}", f"{r['synclab_cpu_s_per_gb']:.2f}")
         console.print(t)
     if ps_rows:
         t = Table(title="PS path: ResNet-50 push + pull through `ps`, 4 workers, 2 shards (mean iteration)")

@@ -70,3 +70,28 @@ def test_unit_parsers_raise_value_error_only(text):
             fn(text)
         except ValueError:
             pass
+
+
+def test_chunk_bytes_auto_is_4mib_unshaped_and_at_10gbit_else_1mib():
+    from synclab.config.spec import Spec, auto_chunk_bytes
+
+    assert Spec().transport.chunk_bytes == 4 << 20  # no rate: unshaped
+    assert Spec(network={"profile": "unshaped"}).transport.chunk_bytes == 4 << 20
+    assert Spec(network={"rate": "1gbit"}).transport.chunk_bytes == 1 << 20
+    assert Spec(network={"rate": "4gbit"}).transport.chunk_bytes == 1 << 20
+    assert Spec(network={"rate": "10gbit"}).transport.chunk_bytes == 4 << 20
+    # the host's rate decides: 10 Gbit/s dilated by 2 runs the host's link at 5 Gbit/s
+    assert Spec(network={"rate": "10gbit"}, compute={"mode": "replay"}, run={"dilation": 2}).transport.chunk_bytes \
+        == 1 << 20
+    assert Spec(network={"rate": "1gbit"}, transport={"chunk_bytes": "64KiB"}).transport.chunk_bytes == 64 << 10
+    assert auto_chunk_bytes(None) == 4 << 20 and auto_chunk_bytes(9.99e9) == 1 << 20
+
+
+def test_chunk_bytes_other_words_are_refused():
+    import pytest as _pytest
+    from pydantic import ValidationError
+
+    from synclab.config.spec import Spec
+
+    with _pytest.raises(ValidationError):
+        Spec(transport={"chunk_bytes": "big"})
