@@ -8,24 +8,27 @@ import pytest
 from synclab.metrics.threadcpu import _read_stat, cpu_between, cpu_by_role, role_of, thread_cpu
 
 
-def _spin(seconds: float) -> None:
+def _spin(seconds: float, done: threading.Event) -> None:
     while time.thread_time() < seconds:  # this thread's own CPU time
         pass
+    done.wait(30)  # stay alive until read: a thread that ended takes its CPU with it
 
 
 def test_a_busy_named_thread_gets_its_cpu_under_its_name():
     before = thread_cpu()
-    t = threading.Thread(target=_spin, args=(0.3,), name="rx-a-b")
+    done = threading.Event()
+    t = threading.Thread(target=_spin, args=(0.3, done), name="rx-a-b")
     t.start()
-    time.sleep(0.05)
+    deadline = time.monotonic() + 30
     snap = thread_cpu()
-    while t.is_alive():  # read while it is alive: a thread that ended takes its CPU with it
+    while time.monotonic() < deadline:
         snap = thread_cpu()
         if any(name == "rx-a-b" and s >= 0.25 for name, s in snap.values()):
             break
         time.sleep(0.02)
-    spent = cpu_between(before, snap)
+    done.set()
     t.join()
+    spent = cpu_between(before, snap)
     assert spent.get("rx-a-b", 0.0) >= 0.25
     assert cpu_by_role(spent)["rx reader"] >= 0.25
 
