@@ -302,6 +302,22 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+
+def _before_now_table(title: str, rows: list[dict], key: str, names: tuple[str, str]):
+    """One table of an older ring (``{key}_s``, ``{key}_speed_vs_gloo``, ``{key}_cpu_s_per_gb``) beside today's."""
+    from rich.table import Table
+
+    old, new = names
+    t = Table(title=title)
+    for col in ("link", "ranks", f"{old} s", f"{new} s", f"÷ gloo {old}", f"÷ gloo {new}", f"CPU s/GB {old}",
+                f"CPU s/GB {new}"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(r["link"], str(r["ranks"]), f"{r[key + '_s']:.3f}", f"{r['synclab_s']:.3f}",
+                  f"{r[key + '_speed_vs_gloo']:.2f}", f"{r['speed_vs_gloo']:.2f}",
+                  f"{r[key + '_cpu_s_per_gb']:.2f}", f"{r['synclab_cpu_s_per_gb']:.2f}")
+    return t
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "rank":
         ap = argparse.ArgumentParser(prog="allreduce_vs_gloo.py rank")
@@ -425,25 +441,11 @@ def main() -> None:
                       f"{r['synclab_store_forward_s']:.3f}", f"{r['pipeline_speedup']:.2f}")
         console.print(t)
     if a.staged_too:
-        t = Table(title="SyncLab's ring: chunks into place vs staged reassembly (same links, same run)")
-        for col in ("link", "ranks", "staged s", "streamed s", "÷ gloo staged", "÷ gloo streamed",
-                    "CPU s/GB staged", "CPU s/GB streamed"):
-            t.add_column(col, justify="right")
-        for r in rows:
-            t.add_row(r["link"], str(r["ranks"]), f"{r['staged_s']:.3f}", f"{r['synclab_s']:.3f}",
-                      f"{r['staged_speed_vs_gloo']:.2f}", f"{r['speed_vs_gloo']:.2f}",
-                      f"{r['staged_cpu_s_per_gb']:.2f}", f"{r['synclab_cpu_s_per_gb']:.2f}")
-        console.print(t)
+        console.print(_before_now_table("SyncLab's ring: chunks into place vs staged reassembly (same links, same "
+                                        "run)", rows, "staged", ("staged", "streamed")))
     if a.baseline_src:
-        t = Table(title=f"SyncLab's ring: before ({a.baseline_src}) vs now (same links, same run)")
-        for col in ("link", "ranks", "before s", "now s", "÷ gloo before", "÷ gloo now", "CPU s/GB before",
-                    "CPU s/GB now"):
-            t.add_column(col, justify="right")
-        for r in rows:
-            t.add_row(r["link"], str(r["ranks"]), f"{r['baseline_s']:.3f}", f"{r['synclab_s']:.3f}",
-                      f"{r['baseline_speed_vs_gloo']:.2f}", f"{r['speed_vs_gloo']:.2f}",
-                      f"{r['baseline_cpu_s_per_gb']:.2f}", f"{r['synclab_cpu_s_per_gb']:.2f}")
-        console.print(t)
+        console.print(_before_now_table(f"SyncLab's ring: before ({a.baseline_src}) vs now (same links, same run)",
+                                        rows, "baseline", ("before", "now")))
     if ps_rows:
         t = Table(title="PS path: ResNet-50 push + pull through `ps`, 4 workers, 2 shards (mean iteration)")
         for col in ("link", "backend", "iteration s", "TCP ceiling s", "ceiling ÷ iteration"):
