@@ -393,6 +393,8 @@ def main() -> None:
     from rich.table import Table
 
     console = Console(width=None if sys.stdout.isatty() else 170)
+    if a.py_spy is not None and not Path(sys.executable).with_name("py-spy").exists():
+        sys.exit(f"--py-spy needs py-spy beside {sys.executable} (pip install py-spy)")
     rows = []
     with Progress(console=console) as bar:
         task = bar.add_task("all-reduce", total=len(links) * len(ranks))
