@@ -145,7 +145,7 @@ def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: C
         extra["fit_sizes_bytes"] = f["sizes"]
         extra["fit_median_s"] = [t / point.dilation for t in f["median_seconds"]]
         row["smallest_allreduce_s"] = extra["fit_median_s"][0]  # a without the fit's leverage
-    if summary.get("strategy") in ("ps", "stanza"):
+    if target.paper == "Stanza" and summary.get("strategy") in ("ps", "stanza"):
         try:  # Stanza Fig. 6b/c bytes and Fig. 7's eq. 3/6 (synclab.reproduce.stanza_data)
             row.update(_stanza_metrics(target, root, point, run_dir, summary, plan))
         except (ValueError, KeyError, OSError) as e:  # the other metrics stand; claims on these are "not run"
