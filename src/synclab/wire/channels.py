@@ -25,6 +25,7 @@ import hmac
 
 import grpc
 
+from synclab.config.spec import FAST_CHUNK_BYTES as LARGE_FRAMES_FROM_CHUNK_BYTES  # the fast links' frames
 from synclab.wire import pb
 from synclab.wire.codec import decode_frame, encode_frame
 from synclab.wire.frames import DEFAULT_CHUNK_BYTES, HEADER_SLACK_BYTES
@@ -36,7 +37,6 @@ KEEPALIVE_TIME_MS = 20_000
 KEEPALIVE_TIMEOUT_MS = 60_000  # also TCP_USER_TIMEOUT (see above)
 HTTP2_MIN_FRAME_BYTES = 1 << 14  # RFC 9113 §6.5.2 SETTINGS_MAX_FRAME_SIZE bounds
 HTTP2_MAX_FRAME_BYTES = (1 << 24) - 1
-LARGE_FRAMES_FROM_CHUNK_BYTES = 4 << 20  # config.spec.FAST_CHUNK_BYTES: the fast links' frames
 
 
 def http2_frame_bytes(chunk_bytes: int) -> int | None:
@@ -58,14 +58,14 @@ def _common_options(chunk_bytes: int, keepalive_scale: float) -> list[tuple[str,
         raise ValueError(f"keepalive_scale must be > 0, got {keepalive_scale!r}")
     limit = chunk_bytes + HEADER_SLACK_BYTES
     timeout_ms = int(KEEPALIVE_TIMEOUT_MS * keepalive_scale)
+    frame = http2_frame_bytes(chunk_bytes)
     return [
         ("grpc.max_send_message_length", limit),
         ("grpc.max_receive_message_length", limit),
         # Whole chunks per HTTP/2 DATA frame with the fast links' 4 MiB chunks (http2_frame_bytes; README "The
         # data plane beside gloo"). The wire contract (synclab.v1 frames) is untouched: this is HTTP/2 framing
         # below it.
-        *([("grpc.http2.max_frame_size", http2_frame_bytes(chunk_bytes))] if http2_frame_bytes(chunk_bytes)
-          else []),
+        *([("grpc.http2.max_frame_size", frame)] if frame else []),
         ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME_MS * keepalive_scale)),
         ("grpc.keepalive_timeout_ms", timeout_ms),
         # Since gRPC core 1.60 (grpc/grpc#34647) every ping, keepalive or BDP probe, is bounded by this
