@@ -88,10 +88,12 @@ def rule_dilation(spec: Path, sets: list[str]) -> int:
     rule, ``dilation: rule``)."""
     from synclab.config import load_spec, parse_override
     from synclab.reproduce.calibration import dilation_for
+    from synclab.reproduce.points import links_of
 
-    s = load_spec(spec, [parse_override(o) for o in sets])
-    nodes = [f"worker{r}" for r in range(s.n_workers)] + [f"ps{i}" for i in range(s.n_ps)]
-    return dilation_for(len({s.machine_of(n) for n in nodes}) * s.network.link_profile().rate_bps)
+    nodes, rate = links_of(load_spec(spec, [parse_override(o) for o in sets]))
+    if rate is None:
+        raise ValueError("--dilation rule needs a link rate (network.rate)")
+    return dilation_for(nodes * rate)
 
 
 def main() -> None:

@@ -44,7 +44,11 @@ def _nodes(target: Target, root: Path, overrides: list[str]) -> tuple[int, float
     """(nodes that own a link, link rate in bit/s) of the spec with ``overrides``."""
     from synclab.config import load_spec, parse_override
 
-    spec = load_spec(root / target.spec, [parse_override(o) for o in overrides])
+    return links_of(load_spec(root / target.spec, [parse_override(o) for o in overrides]))
+
+
+def links_of(spec) -> tuple[int, float | None]:
+    """(nodes that own a link, link rate in bit/s) of a loaded spec: the dilation rule's inputs."""
     link = spec.network.link_profile()
     rate = None if link is None else link.rate_bps
     nodes = [f"worker{r}" for r in range(spec.n_workers)] + [f"ps{i}" for i in range(spec.n_ps)]
