@@ -20,7 +20,11 @@ def run_spec(out: Path, *overrides: str, timeout=300):
     args = ["run", QUICKSTART, "--out", out, "--no-report"]
     for o in overrides:
         args += ["--set", o]
-    return synclab(*args, timeout=timeout)
+    r = synclab(*args, timeout=timeout)
+    if r.returncode != 0:  # a failing test shows what the nodes said, not only the CLI's one line
+        r.stderr += "".join(f"\n--- {log.name} (tail) ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+                            for log in sorted(Path(out).glob("logs/*.log")))
+    return r
 
 
 def summary(out: Path) -> dict:

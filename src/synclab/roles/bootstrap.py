@@ -24,6 +24,25 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
+def reserve_port(host: str) -> socket.socket:
+    """A free port held until its server binds it: bound with SO_REUSEADDR, never listening.
+
+    A port that :func:`free_port` found and let go can be taken again before the server binds it: by the
+    kernel as the source port of one of this node's own outgoing connections (to the coordinator, say), and
+    the bind then fails with "Failed to bind" (seen once in CI). A port bound with SO_REUSEADDR is skipped by
+    the kernel's choice of source ports, and a server that also sets SO_REUSEADDR (gRPC's and
+    ``http.server``'s both do) may bind it while no socket listens there. Close it once the server listens.
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host if host != "0.0.0.0" else "", 0))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
 @dataclass
 class Joined:
     client: CoordinatorClient
@@ -33,6 +52,13 @@ class Joined:
     port: int
     metrics: NodeMetrics
     sampler: TrafficSampler
+    reservation: socket.socket | None = None  # holds ``port`` until the data-plane server binds it
+
+    def release_port(self) -> None:
+        """Let go of the reserved data-plane port; call once the data-plane server listens on it."""
+        if self.reservation is not None:
+            self.reservation.close()
+            self.reservation = None
 
     @property
     def name(self) -> str:
@@ -44,17 +70,27 @@ def join(role: str, index: int, coordinator: str, token: str, *, host: str, adve
     """Connect to the coordinator, reserve ports, register, start the metrics exporter."""
     hint = f"{role}{index if index >= 0 else ''}"
     client = CoordinatorClient(coordinator, token, hint, connect_timeout_s=connect_timeout_s)
-    port = port or free_port(host)
-    metrics_port = metrics_port or free_port(host)
-    reply = client.register(role, index, f"{advertise}:{port}", f"http://{advertise}:{metrics_port}/metrics")
-    spec = parse_spec(json.loads(reply.spec_json))
-    # Wire-level counters are per node only in a namespace or container; on loopback they are shared.
-    metrics = NodeMetrics(reply.node.name, role, interfaces=["lo"] if spec.network.isolation == "none" else None)
-    serve(metrics, host=host, port=metrics_port)
+    data_hold = None if port else reserve_port(host)
+    metrics_hold = None if metrics_port else reserve_port(host)
+    try:
+        port = port or data_hold.getsockname()[1]
+        metrics_port = metrics_port or metrics_hold.getsockname()[1]
+        reply = client.register(role, index, f"{advertise}:{port}", f"http://{advertise}:{metrics_port}/metrics")
+        spec = parse_spec(json.loads(reply.spec_json))
+        # Wire-level counters are per node only in a namespace or container; on loopback they are shared.
+        metrics = NodeMetrics(reply.node.name, role, interfaces=["lo"] if spec.network.isolation == "none" else None)
+        serve(metrics, host=host, port=metrics_port)
+    except BaseException:
+        if data_hold is not None:
+            data_hold.close()
+        raise
+    finally:
+        if metrics_hold is not None:
+            metrics_hold.close()
     run_dir = Path(reply.run_dir)
     sampler = TrafficSampler(metrics, run_dir / f"traffic-{reply.node.name}.csv").start()
     log.info("%s registered; data plane :%d, metrics :%d", reply.node.name, port, metrics_port)
-    return Joined(client, reply.node, spec, run_dir, port, metrics, sampler)
+    return Joined(client, reply.node, spec, run_dir, port, metrics, sampler, reservation=data_hold)
 
 
 def message_limits(cls, plan, params, spec, element_bytes: int = 4) -> MessageLimits:

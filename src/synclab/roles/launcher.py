@@ -294,7 +294,7 @@ def _watch(cluster: LocalCluster, on_progress, poll_s: float, stop: threading.Ev
             time.sleep(poll_s)  # a killed node's peers fail right after it: report the cause, not them
             crashed = [c for c in cluster.children[1:] if c.proc.poll() not in (None, 0)]
             c = min(crashed, key=lambda c: c.proc.returncode >= 0)  # killed by a signal first
-            reason = f"{c.name} exited with code {c.proc.returncode} (log: {c.log_path})"
+            reason = f"{c.name} exited with code {c.proc.returncode}{_last_words(c.log_path)} (log: {c.log_path})"
             cluster.stop_job(reason)
             status = {"status": "failed", "reason": reason}
             try:
@@ -314,4 +314,17 @@ def _failure_reason(cluster: LocalCluster, rc: int) -> str:
     failure = cluster.run_dir / "failure.json"
     if failure.exists():
         return json.loads(failure.read_text()).get("reason", "")
-    return f"coordinator exited with code {rc} (log: {cluster.children[0].log_path})"
+    log = cluster.children[0].log_path
+    return f"coordinator exited with code {rc}{_last_words(log)} (log: {log})"
+
+
+def _last_words(log_path) -> str:
+    """The log's last non-blank line (a crashed node's exception, usually), as ': line', or ''."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return f": {lines[-1][:300]}" if lines else ""

@@ -56,7 +56,10 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
                               connect_timeout_s=spec.run.connect_timeout_s, spans=spans,
                               keepalive_scale=spec.run.dilation,
                               limits=MessageLimits.for_payload(0, spec.transport.queue_bytes))  # the plan widens them
-    transport.serve(host, j.port, ps=True, pull_handler=pull)
+    try:
+        transport.serve(host, j.port, ps=True, pull_handler=pull)
+    finally:
+        j.release_port()
     report_network(spec, "ps", j.metrics)
     client = j.client
     ok, message = False, ""

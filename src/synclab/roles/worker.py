@@ -90,7 +90,10 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
                               shaper=shaper_for(spec, "worker"), meter=metrics, connect_timeout_s=spec.run.connect_timeout_s,
                               spans=spans, keepalive_scale=spec.run.dilation, limits=limits, sinks=inbox)
-    transport.serve(host, j.port, peer=True)
+    try:
+        transport.serve(host, j.port, peer=True)
+    finally:
+        j.release_port()
     report_network(spec, "worker", metrics)
     ok, message = False, ""
     current = [-1]
