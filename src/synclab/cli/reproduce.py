@@ -40,6 +40,9 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
               set_: list[str] = typer.Option([], "--set", help="Extra spec override KEY=VALUE for every point."),
               points: Optional[int] = typer.Option(None, "--points", min=1, help="Run only the form's first N "
                                                    "points (a smoke run; claims needing the others are 'not run')."),
+              max_dilation: Optional[int] = typer.Option(None, "--max-dilation", min=1, help="Cap each emulated "
+                                                         "point's dilation at N (a smoke run: above the rule's D "
+                                                         "the host is overloaded and times are not to be trusted)."),
               doc: bool = typer.Option(False, "--doc", help="Write docs/REPRODUCTION.md from the verdicts of "
                                        "runs/reproduce/* (the full form's when present, else the quick one's).")):
     """Reproduce a paper figure: run its sweep, draw it beside the paper's numbers, judge each claim."""
@@ -88,7 +91,8 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
     from synclab.config.spec import SpecError
 
     try:
-        v = run_target(t, root, out_dir, quick=quick, extra=list(set_), console=console, limit=points)
+        v = run_target(t, root, out_dir, quick=quick, extra=list(set_), console=console, limit=points,
+                       max_dilation=max_dilation)
     except SpecError as e:  # a point's settings (the target's or --set) do not make a valid spec
         _fail(f"{t.id}: a point's spec is invalid: {e}")
     from rich.table import Table

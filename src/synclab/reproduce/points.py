@@ -66,8 +66,12 @@ def point_scale(target: Target, root: Path, overrides: list[str]) -> Scale:
     return compute_scale(table.find(spec.model.name, target.calibration_gpu, spec.model.batch_size))
 
 
-def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: list[str] = ()) -> list[Point]:
-    """The points of the chosen form, in order, each with its compute.scale and dilation set."""
+def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: list[str] = (),
+           max_dilation: int | None = None) -> list[Point]:
+    """The points of the chosen form, in order, each with its compute.scale and dilation set.
+
+    ``max_dilation`` caps the rule's D (a smoke run's knob: above the cap the host carries more than the
+    rule allows, so the point's times are not to be trusted; its notes say so)."""
     form = target.form(quick)
     keys = list(form.axes)
     points = []
@@ -94,6 +98,10 @@ def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: 
             if rate:
                 p.concurrent_bps = nodes * rate
                 p.dilation = dilation_for(p.concurrent_bps)
+                if max_dilation is not None and p.dilation > max_dilation:
+                    p.notes.append(f"D capped at {max_dilation} (--max-dilation) from the rule's {p.dilation}: "
+                                   f"the host carries more than the rule allows; times not to be trusted")
+                    p.dilation = max_dilation
                 p.overrides.append(f"run.dilation={p.dilation}")
                 p.notes.append(f"D={p.dilation}: {nodes} links x {rate / 1e9:g} Gbit/s = "
                                f"{p.concurrent_bps / 1e9:g} Gbit/s at once, / D = "

@@ -84,11 +84,12 @@ def _judge(claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: list[str] = (),
-               run_point: PointRunner | None = None, console=None, limit: int | None = None) -> dict[str, Any]:
+               run_point: PointRunner | None = None, console=None, limit: int | None = None,
+               max_dilation: int | None = None) -> dict[str, Any]:
     """Run (or resume) one target; returns the verdict written to ``out/verdict.json``.
 
     ``limit``: run only the form's first ``limit`` points (a smoke run: the claims that need the others are
-    'not run')."""
+    'not run'). ``max_dilation``: cap every emulated point's D (a smoke run; see :func:`expand`)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -96,7 +97,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
     scale = calibrate(target, root)
     if scale is not None:
         console.print(f"calibration: {scale.describe()}")
-    points = expand(target, root, quick, scale, list(extra))
+    points = expand(target, root, quick, scale, list(extra), max_dilation=max_dilation)
     if limit is not None:
         points = points[:limit]
     out.mkdir(parents=True, exist_ok=True)
@@ -153,7 +154,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         "calibration": calibration,
         "startup_s": target.startup_s,
         "points": len(points), "points_reused": reused, "failures": failures,
-        "dilation": {r["id"]: r["dilation"] for r in records},
+        "dilation": {r["id"]: r["dilation"] for r in records}, "max_dilation": max_dilation,
         "host_seconds": sum(r["host_seconds"] for r in records), "estimate_s": form.estimate_s,
         "full_form": {"command": f"synclab reproduce {target.id}", "axes": target.full.axes,
                       "set": target.full.set, "estimate_s": target.full.estimate_s},

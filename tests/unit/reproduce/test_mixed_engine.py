@@ -134,3 +134,11 @@ def test_the_figure_marks_simulated_points(tmp_path):
     assert all(list(ln.get_xdata()) == [8.0] for ln in marked)
     assert [ln.get_label() for ln in marked].count("simulated point (synclab.sim)") == 1
     plt.close(fig)
+
+
+def test_max_dilation_caps_the_rule_and_says_so(tmp_path):
+    pts = expand(_load(tmp_path, TARGET), ROOT, quick=True, scale=None, max_dilation=8)
+    capped = next(p for p in pts if p.engine == "emulate" and p.values["cluster.workers"] == 2)
+    assert capped.dilation == 8 and capped.overrides[-1] == "run.dilation=8"
+    assert not any(o == "run.dilation=32" for o in capped.overrides)
+    assert any("capped at 8" in n and "rule's 32" in n for n in capped.notes)
