@@ -7,12 +7,19 @@ throughput and bytes moved.
         [--iterations 20] [--set KEY=VALUE ...] [--out runs/strategy-sweep]
 
 Real compute by default; ``--set compute.mode=replay --set model.name=resnet50 ...`` sweeps replayed models.
+
+``--baseline-src TREE`` (a checkout of older code, e.g. ``git worktree add --detach /tmp/before e4c936a^``)
+runs every strategy with that tree's code and spec too, right before the current code's run of the same
+strategy on the same links, ``--repeats`` times in turn, and prints the two mean iteration times side by side
+(issue 12: "no strategy slower than before at 1 Gbit/s"); ``--lock FILE`` takes an flock around each run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +39,14 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--out", type=Path, default=Path("runs/strategy-sweep"))
+    ap.add_argument("--baseline-src", type=Path, default=None, help="an older checkout to run beside this one")
+    ap.add_argument("--repeats", type=int, default=1, help="runs per strategy (and per tree), in turn")
+    ap.add_argument("--lock", type=Path, default=None, help="flock this file around every run")
     args = ap.parse_args()
+    if args.baseline_src is not None:
+        if not (args.baseline_src / "src" / "synclab").is_dir():
+            sys.exit(f"--baseline-src {args.baseline_src}: no src/synclab there")
+        return before_and_now(args)
 
     import matplotlib
 
@@ -88,6 +102,62 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(args.out / "strategy-sweep.png", dpi=120)
     if len(ok) < len(rows):
+        sys.exit(1)
+
+
+def _run(tree: Path, spec: Path, out: Path, sets: list[str], lock: Path | None) -> dict:
+    """One ``synclab run`` with ``tree``'s code; its summary, or {"error": last line}."""
+    cmd = [sys.executable, "-m", "synclab", "run", str(spec), "--out", str(out.resolve()), "--no-report"]
+    for s in sets:
+        cmd += ["--set", s]
+    if lock is not None:
+        cmd = ["flock", str(lock), *cmd]
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tree, env=env)
+    if r.returncode:
+        return {"error": ((r.stdout + r.stderr).strip().splitlines() or ["?"])[-1]}
+    return json.loads((out / "summary.json").read_text())
+
+
+def before_and_now(args) -> None:
+    """Each strategy with the baseline tree's code, then with this tree's, in turn, on the same links."""
+    from rich.console import Console
+    from rich.progress import track
+    from rich.table import Table
+
+    trees = {"before": args.baseline_src.resolve(), "now": REPO}
+    rows = []
+    for strategy in track(args.strategies.split(","), description="strategies, before and now"):
+        sets = [f"strategy.name={strategy}", f"network.rate={args.rate}", f"cluster.workers={args.workers}",
+                f"run.iterations={args.iterations}", "run.warmup=4", *EXTRA.get(strategy, []), *args.sets]
+        times: dict[str, list[float]] = {"before": [], "now": []}
+        errors = []
+        for i in range(args.repeats):
+            for name, tree in trees.items():
+                spec = tree / args.spec.resolve().relative_to(REPO) if args.spec.resolve().is_relative_to(REPO) \
+                    else args.spec
+                s = _run(tree, spec, args.out / strategy / f"{name}-{i}", sets, args.lock)
+                if "error" in s:
+                    errors.append(f"{name}: {s['error']}")
+                else:
+                    times[name].append(s["iteration_seconds"]["mean"])
+        row = {"strategy": strategy, **{f"{k}_s": v for k, v in times.items()}, "errors": errors}
+        if times["before"] and times["now"]:
+            row["speed_now_over_before"] = statistics.mean(times["before"]) / statistics.mean(times["now"])
+        rows.append(row)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "before-and-now.json").write_text(json.dumps(rows, indent=2))
+    t = Table(title=f"mean iteration time, {args.workers} workers, {args.rate}: {args.baseline_src} vs this tree "
+                    f"({args.repeats} run(s) each, in turn)")
+    for c in ("strategy", "before ms", "now ms", "speed now ÷ before", "errors"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        ms = lambda v: ", ".join(f"{x * 1e3:.0f}" for x in v) or "-"  # noqa: E731
+        ratio = r.get("speed_now_over_before")
+        t.add_row(r["strategy"], ms(r["before_s"]), ms(r["now_s"]), "-" if ratio is None else f"{ratio:.3f}",
+                  "; ".join(r["errors"])[:60])
+    Console(width=150).print(t)
+    if any(r["errors"] for r in rows):
         sys.exit(1)
 
 
