@@ -52,6 +52,9 @@ def _time_note(v: dict[str, Any]) -> str:
     """Which clock the points ran on: simulated, the model, or emulated with the dilations used (or, for a
     target with per-point engines, which points were emulated and which simulated)."""
     rule = "(rule: concurrent emulated traffic / D ≤ 1.5 Gbit/s)"
+    if v.get("max_dilation"):
+        rule = (f"(the rule's D capped at {v['max_dilation']} by `--max-dilation`: a smoke run, the host overloaded, "
+                f"times not to be trusted)")
     if v.get("engine") == "mixed":
         engines = v.get("engines", {})
         emu = sorted({v["dilation"][k] for k, e in engines.items() if e == "emulate"})

@@ -142,3 +142,9 @@ def test_max_dilation_caps_the_rule_and_says_so(tmp_path):
     assert capped.dilation == 8 and capped.overrides[-1] == "run.dilation=8"
     assert not any(o == "run.dilation=32" for o in capped.overrides)
     assert any("capped at 8" in n and "rule's 32" in n for n in capped.notes)
+
+
+def test_the_doc_says_when_a_run_capped_the_dilation():
+    v = {"engine": "emulate", "dilation": {"a": 8}, "max_dilation": 8}
+    assert "capped at 8" in _time_note(v) and "not to be trusted" in _time_note(v)
+    assert "capped" not in _time_note({**v, "max_dilation": None})
