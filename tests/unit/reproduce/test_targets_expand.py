@@ -58,3 +58,28 @@ def test_fig9_rates_give_the_papers_b_by_the_ring_formula(name):
         assert 2 * (n - 1) / n * 8 / rate_bps == pytest.approx(claim.paper_value, rel=1e-3), claim.id
         checked += 1
     assert checked == 2  # clusters 2 and 3
+
+
+def _selectors(claim):
+    """(selector, axis added per point) of a claim: what verdict.read must find at most one point for."""
+    if claim.kind in ("argmax",):
+        return []  # over many points by design
+    if claim.kind == "max_ratio":
+        return [(claim.num, claim.over), (claim.den, claim.over)]
+    return [(s, None) for s in (claim.value, claim.num, claim.den, claim.base_num, claim.base_den) if s is not None]
+
+
+@pytest.mark.parametrize("target", load_targets(ROOT), ids=lambda t: t.id)
+def test_every_claim_names_at_most_one_point_of_either_form(target):
+    """A selector that matches two points of a form is judged 'not run' ("name more axis values"): seen when
+    MG-WFBP Fig. 4's full form added 8 workers beside claims that named only the rate."""
+    for quick in (True, False):
+        values = [p.values for p in expand(target, ROOT, quick, None)]
+        for claim in target.claims:
+            for sel, over in _selectors(claim):
+                groups = {str(v.get(over)) for v in values} if over else {None}
+                for g in groups:
+                    hits = [v for v in values if all(str(v.get(k)) == str(w) for k, w in sel.where.items())
+                            and (over is None or str(v.get(over)) == g)]
+                    assert len(hits) <= 1, (f"{target.id} ({'quick' if quick else 'full'}): claim {claim.id} "
+                                            f"selector {sel.where} matches {len(hits)} points")
