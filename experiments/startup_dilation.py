@@ -11,7 +11,9 @@ median of the smallest sizes (the start-up with no bandwidth term: their bytes f
     python experiments/startup_dilation.py --points 2:1,2:2,2:4,2:8,4:2,4:4,4:8 --repeats 2 \
         --lock /tmp/synclab-emu.lock --out runs/startup-dilation
 
-Finished runs in ``--out`` are reused (a rerun resumes). Writes ``startup-dilation.csv`` and ``.json``.
+Finished runs in ``--out`` are reused (a rerun resumes). ``--simulate`` also simulates every run's own
+spec (``synclab simulate --host-cpu 2`` plus any ``--sim-arg``; no lock needed) and adds the simulator's
+fit beside the emulator's (``sim_*`` columns). Writes ``startup-dilation.csv`` and ``.json``.
 """
 
 from __future__ import annotations
@@ -73,6 +75,17 @@ def run_point(spec: Path, out: Path, workers: int, dilation: float, rate: str, l
     return json.loads((out / "emu" / "plan.json").read_text())
 
 
+def simulate_point(out: Path, sim_args: list[str], tag: str) -> dict:
+    """The simulator's fit of the run's own spec (``plan.json`` of ``synclab simulate``), emulated clock."""
+    sim_out = out / f"sim{tag}"
+    cmd = [sys.executable, "-m", "synclab", "simulate", str(out / "emu" / "spec.yaml"), "--out", str(sim_out),
+           "--host-cpu", "2", *sim_args]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if r.returncode:
+        raise RuntimeError(f"simulate failed: {(r.stdout + r.stderr).strip().splitlines()[-1:]}")
+    return json.loads((sim_out / "plan.json").read_text())
+
+
 def held_s(out: Path) -> float | None:
     """Seconds the run held the lock (from the stamps written inside it)."""
     try:
@@ -97,6 +110,10 @@ def main() -> None:
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--lock", help="flock this file around each run (a host shared by several jobs)")
     ap.add_argument("--out", type=Path, default=Path("runs/startup-dilation"))
+    ap.add_argument("--simulate", action="store_true", help="also simulate each run's spec (--host-cpu 2)")
+    ap.add_argument("--sim-arg", dest="sim_args", action="append", default=[],
+                    help="an argument for `synclab simulate` (e.g. --sim-arg=--no-tbf-bucket)")
+    ap.add_argument("--sim-tag", default="", help="suffix of the simulated runs' directory (sim<TAG>)")
     a = ap.parse_args()
     points = parse_points(a.points)
     rows = []
@@ -115,14 +132,20 @@ def main() -> None:
                 continue
             row = {"workers": workers, "dilation": dilation, "repeat": rep, **summarize(plan, workers, dilation),
                    "load": load(out), "held_s": held_s(out)}
+            if a.simulate:
+                sim = summarize(simulate_point(out, a.sim_args, a.sim_tag), workers, 1.0)
+                row.update({f"sim_{k}": v for k, v in sim.items()})
             rows.append(row)
             print(f"{workers} workers, D = {dilation:g}, repeat {rep}: a {row['a_s'] * 1e3:.3f} ms "
                   f"({row['a_per_message_s'] * 1e3:.3f} ms/message), b {row['b_s_per_byte'] * 1e9:.2f} ns/B, "
-                  f"small sizes {row['small_per_message_s'] * 1e3:.3f} ms/message; load {row['load']}", flush=True)
+                  f"small sizes {row['small_per_message_s'] * 1e3:.3f} ms/message; load {row['load']}"
+                  + (f"; simulated a {row['sim_a_s'] * 1e3:.3f} ms, b {row['sim_b_s_per_byte'] * 1e9:.2f} ns/B, "
+                     f"small {row['sim_small_per_message_s'] * 1e3:.3f} ms/message" if a.simulate else ""), flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "startup-dilation.json").write_text(json.dumps(rows, indent=1))
     cols = ["workers", "dilation", "repeat", "a_s", "a_per_message_s", "b_s_per_byte", "r2", "small_host_s",
-            "small_per_message_s", "load", "held_s", "error"]
+            "small_per_message_s", "load", "held_s", "sim_a_s", "sim_a_per_message_s", "sim_b_s_per_byte",
+            "sim_small_per_message_s", "error"]
     with (a.out / "startup-dilation.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
