@@ -47,7 +47,13 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   The start-up ``a`` is the host's too (the emulator's per-message cost is its
   processes' CPU time: the fit's a grows with the process count on the same
   cores): with the host modelled it is a job of the same server, so concurrent
-  start-ups share the cores.
+  start-ups share the cores. Measured per dilation (session 12,
+  ``experiments/startup_dilation.py``): the ring's per-message start-up is
+  the same host time at D = 1 to 8, i.e. 1/D of it on the emulated clock.
+* With the host modelled, a shaped NIC also holds the emulator's shaper
+  bucket (:class:`TokenBucket`): tbf passes a burst at host speed after an
+  idle spell, so messages up to the bucket cost no wire time. It is what
+  lowers the emulator's fitted a below its start-up (README "## Simulation").
 
 Loss is not modelled. Hot paths use SimPy timeouts with plain callbacks (no
 process generators) and count every event they schedule (``Network.events``).
