@@ -103,3 +103,16 @@ def test_the_bucket_makes_mid_sizes_cheaper_the_more_the_less_dilated():
     # (the free bytes still cost the host's CPU: 2 x 64 kB at 2 cores / (1.86 ns/B x 2 ranks) = 0.24 ms)
     assert saved[1] > 0.7 * 2 * 65536 * 8 / (1e9 * PAYLOAD_SHARE)
     assert 0 < saved[8] < saved[1]
+
+
+def test_cli_no_tbf_bucket_needs_host_cores(tmp_path):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from synclab.cli import app
+
+    quickstart = Path(__file__).resolve().parents[3] / "examples" / "quickstart.yaml"
+    res = CliRunner().invoke(app, ["simulate", str(quickstart), "--out", str(tmp_path / "r"), "--no-tbf-bucket",
+                                   "--set", "compute.mode=replay"])
+    assert res.exit_code == 2 and "--host-cpu" in res.output
