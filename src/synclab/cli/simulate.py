@@ -33,6 +33,9 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
              serial_s_per_gb: Optional[float] = typer.Option(None, "--serial-s-per-gb", help="With --host-cpu: of "
                                                              "those, the seconds per GB spent after a message is in "
                                                              "(not overlapped with the wire; default measured)."),
+             no_tbf_bucket: bool = typer.Option(False, "--no-tbf-bucket", help="With --host-cpu: leave out the "
+                                                "emulator's shaper buckets (a burst after an idle spell passing "
+                                                "without wire time; an ablation)."),
              shard_cpu: Optional[str] = typer.Option(None, "--shard-cpu", help="PUSH,UPDATE,REPLY: the PS shards' "
                                                      "host CPU in ns per value (experiments/shard_cpu.py measures "
                                                      "it); default off, the papers' PS machines.")):
@@ -42,8 +45,8 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
     from synclab.sim.run import (DEFAULT_CPU_S_PER_BYTE, DEFAULT_SERIAL_S_PER_BYTE, DEFAULT_STARTUP_S,
                                  load_for_simulation, simulate as run_sim)
 
-    if (cpu_s_per_gb is not None or serial_s_per_gb is not None) and host_cpu is None:
-        _fail("--cpu-s-per-gb and --serial-s-per-gb need --host-cpu CORES")
+    if (cpu_s_per_gb is not None or serial_s_per_gb is not None or no_tbf_bucket) and host_cpu is None:
+        _fail("--cpu-s-per-gb, --serial-s-per-gb and --no-tbf-bucket need --host-cpu CORES")
     cpu_s_per_byte = DEFAULT_CPU_S_PER_BYTE if cpu_s_per_gb is None else cpu_s_per_gb * 1e-9
     serial_s_per_byte = DEFAULT_SERIAL_S_PER_BYTE if serial_s_per_gb is None else serial_s_per_gb * 1e-9
 
@@ -79,7 +82,7 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
             try:
                 r = run_sim(s, startup_s=DEFAULT_STARTUP_S if startup is None else startup, workers=workers,
                             host_cores=host_cpu, cpu_s_per_byte=cpu_s_per_byte,
-                            serial_s_per_byte=serial_s_per_byte, shard_cpu=cpu)
+                            serial_s_per_byte=serial_s_per_byte, shard_cpu=cpu, tbf_bucket=not no_tbf_bucket)
             except SpecError as e:
                 _fail(f"invalid spec: {e}")
             except ValueError as e:

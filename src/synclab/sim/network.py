@@ -47,7 +47,13 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   The start-up ``a`` is the host's too (the emulator's per-message cost is its
   processes' CPU time: the fit's a grows with the process count on the same
   cores): with the host modelled it is a job of the same server, so concurrent
-  start-ups share the cores.
+  start-ups share the cores. Measured per dilation (session 12,
+  ``experiments/startup_dilation.py``): the ring's per-message start-up is
+  the same host time at D = 1 to 8, i.e. 1/D of it on the emulated clock.
+* With the host modelled, a shaped NIC also holds the emulator's shaper
+  bucket (:class:`TokenBucket`): tbf passes a burst at host speed after an
+  idle spell, so messages up to the bucket cost no wire time. It is what
+  lowers the emulator's fitted a below its start-up (README "## Simulation").
 
 Loss is not modelled. Hot paths use SimPy timeouts with plain callbacks (no
 process generators) and count every event they schedule (``Network.events``).
@@ -75,14 +81,43 @@ class SenderGroup:
         self.parked: dict[int, Link] = {}  # those waiting for a more urgent sibling (insertion-ordered)
 
 
+class TokenBucket:
+    """The emulator's tbf bucket on one shaped NIC (emulated seconds and bits; opt-in, with the host modelled).
+
+    tbf lets a packet through at the host's (veth) speed while its bucket holds tokens, and only then at the
+    rate: tokens accrue at the rate up to ``burst_bits``. After an idle spell the first ``burst_bits`` of a
+    transfer therefore cost no wire time (the emulator's ring fit sees messages up to the bucket almost free:
+    README "## Simulation", issue 14). Fluid version: tokens accrue at ``rate_bps`` while the NIC carries no
+    flow (a NIC that carries flows sends at its rate, which spends what accrues; a NIC held below its rate
+    by another bottleneck would accrue the difference: not modelled) and a flow starting on the NIC takes
+    what is there. ``burst_bits`` is :func:`synclab.netem.profile.bucket_for` of the link as the launcher
+    shapes it (:func:`synclab.netem.profile.dilate`: rate / D, ``kernel=True``), in the NIC's units.
+    """
+
+    __slots__ = ("rate_bps", "burst_bits", "tokens", "t")
+
+    def __init__(self, rate_bps: float, burst_bits: float):
+        if rate_bps <= 0 or burst_bits < 0:
+            raise ValueError(f"token bucket needs rate > 0 and burst >= 0, got {rate_bps}, {burst_bits}")
+        self.rate_bps, self.burst_bits = rate_bps, burst_bits
+        self.tokens, self.t = burst_bits, 0.0  # full at the start, as a fresh tbf is
+
+    def advance(self, now: float, busy: bool) -> None:
+        """Bring the tokens up to ``now``; ``busy``: the NIC carried a flow since the last call."""
+        if not busy:
+            self.tokens = min(self.burst_bits, self.tokens + self.rate_bps * (now - self.t))
+        self.t = now
+
+
 class Nic:
     """One direction of one node's network interface. Its ``group`` orders the priority links of the
-    process that sends through it, unless a link is given another (a co-located shard's process)."""
+    process that sends through it, unless a link is given another (a co-located shard's process).
+    ``bucket``: the emulator's tbf bucket on it (:class:`TokenBucket`), or None (a real NIC)."""
 
-    __slots__ = ("name", "rate_bps", "flows", "group")
+    __slots__ = ("name", "rate_bps", "flows", "group", "bucket")
 
-    def __init__(self, name: str, rate_bps: float | None):
-        self.name, self.rate_bps = name, rate_bps
+    def __init__(self, name: str, rate_bps: float | None, bucket: TokenBucket | None = None):
+        self.name, self.rate_bps, self.bucket = name, rate_bps, bucket
         self.flows: dict[int, Flow] = {}  # insertion-ordered: deterministic recomputation
         self.group = SenderGroup()
 
@@ -232,12 +267,36 @@ class Network:
         ev.callbacks.append(lambda _: fn())
 
     def start_flow(self, egress: Nic, ingress: Nic, nbytes: int, on_done: Callback) -> None:
-        """Move ``nbytes`` from ``egress`` to ``ingress``; ``on_done`` when the last byte is through."""
-        nics = tuple(n for n in (egress, ingress, self.cpu) if n is not None and n.rate_bps is not None)
-        if nbytes <= 0 or not nics:
+        """Move ``nbytes`` from ``egress`` to ``ingress``; ``on_done`` when the last byte is through.
+
+        Where the NICs hold tbf buckets (:class:`TokenBucket`), the bits their tokens cover pass first
+        without them (across the host's cores only, when modelled), then the rest at the NICs' rates."""
+        bits = nbytes * 8.0
+        buckets = [n.bucket for n in (egress, ingress) if n.bucket is not None]
+        if buckets and bits > 0:
+            now = self.env.now
+            for n in (egress, ingress):
+                if n.bucket is not None:
+                    n.bucket.advance(now, busy=bool(n.flows))
+            free = min(bits, *(b.tokens for b in buckets))
+            if free > 0:
+                for b in buckets:
+                    b.tokens -= free
+                rest = bits - free
+                then = on_done if rest <= 0 else (lambda: self._flow((egress, ingress), rest, on_done))
+                self._flow((), free, then)
+                return
+        self._flow((egress, ingress), bits, on_done)
+
+    def _flow(self, path: tuple[Nic, ...], bits: float, on_done: Callback) -> None:
+        nics = tuple(n for n in (*path, self.cpu) if n is not None and n.rate_bps is not None)
+        if bits <= 0 or not nics:
             self.after(0.0, on_done)
             return
-        flow = Flow(next(self._ids), nics, nbytes * 8.0, on_done)
+        for n in nics:
+            if n.bucket is not None:
+                n.bucket.advance(self.env.now, busy=bool(n.flows))
+        flow = Flow(next(self._ids), nics, bits, on_done)
         flow.t_last = self.env.now
         for n in nics:
             n.flows[flow.fid] = flow
@@ -253,6 +312,8 @@ class Network:
         if version != flow.version:
             return  # superseded by a later rate change
         for n in flow.nics:
+            if n.bucket is not None:
+                n.bucket.advance(self.env.now, busy=True)
             del n.flows[flow.fid]
         flow.bits = 0.0
         if any(n.flows for n in flow.nics):  # flows left beside it get its share

@@ -19,8 +19,8 @@ from collections.abc import Callable
 import simpy
 
 from synclab.collective.schedules import segment_bounds
-from synclab.netem.profile import LinkProfile, resolve_for_role
-from synclab.sim.network import Link, Network, Nic, SenderGroup
+from synclab.netem.profile import LinkProfile, bucket_for, dilate, resolve_for_role
+from synclab.sim.network import Link, Network, Nic, SenderGroup, TokenBucket
 
 Callback = Callable[[], None]
 
@@ -39,11 +39,14 @@ class Cluster:
 
     def __init__(self, net: Network, profile: LinkProfile | None, *, startup_s: float, chunk_bytes: int,
                  policies: dict[str, str], record_spans: bool, machine_of: Callable[[str], str] = str,
-                 payload_share: float = 1.0, queue_bytes: int | None = None):
+                 payload_share: float = 1.0, queue_bytes: int | None = None, tbf_buckets: bool = True,
+                 app_shaper: bool = False):
         if not 0 < payload_share <= 1:
             raise ValueError(f"payload_share must be in (0, 1], got {payload_share}")
         self.net, self.profile, self.startup_s, self.chunk_bytes = net, profile, startup_s, chunk_bytes
         self.payload_share = payload_share
+        # with the emulator's host modelled: its shapers' buckets (tbf/htb, or the transport's ``app`` one)
+        self.tbf_buckets, self.app_shaper = tbf_buckets, app_shaper
         self.machine_of = machine_of
         self.queue_bytes = queue_bytes  # each link's send-queue capacity (transport.queue_bytes)
         self.groups: dict[str, SenderGroup] = {}  # node -> the priority order of its process
@@ -66,8 +69,23 @@ class Cluster:
             rate = None if p is None or p.rate_bps is None else p.rate_bps * self.payload_share
             egress = rate if p is not None and p.shapes_egress else None
             ingress = rate if p is not None and p.shapes_ingress else None
-            self.nics[machine] = (Nic(f"{machine}/tx", egress), Nic(f"{machine}/rx", ingress), p)
+            self.nics[machine] = (Nic(f"{machine}/tx", egress, self._bucket(p, egress)),
+                                  Nic(f"{machine}/rx", ingress, self._bucket(p, ingress)), p)
         return self.nics[machine]
+
+    def _bucket(self, p: LinkProfile | None, rate: float | None) -> TokenBucket | None:
+        """The emulator's tbf bucket of a NIC shaped at ``rate`` (payload bit/s), when the emulator's host is
+        modelled (``net.host_cpu``; a real NIC has none): the burst the launcher gives tbf for the link at
+        rate / D (:func:`~synclab.netem.profile.dilate`, ``bucket(kernel=True)``), in bytes of the wire (the
+        same bytes on the emulated clock), carrying payload at ``payload_share``; ``app_shaper``: the
+        transport's own bucket (``network.backend: app``: no 8 ms floor, room for one chunk)."""
+        h = self.net.host_cpu
+        if h is None or not self.tbf_buckets or p is None or rate is None:
+            return None
+        d = dilate(p, h.dilation)
+        burst = (bucket_for(d.rate_bps, burst_bytes=d.burst_bytes, chunk_bytes=self.chunk_bytes) if self.app_shaper
+                 else d.bucket(kernel=True)).burst_bytes
+        return TokenBucket(rate, burst * 8.0 * self.payload_share)
 
     def link(self, src: str, dst: str) -> Link:
         link = self.links.get((src, dst))

@@ -105,7 +105,7 @@ class Simulation:
     def __init__(self, spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, workers: int | None = None,
                  record_events: bool | None = None, host_cores: float | None = None,
                  cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
-                 serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None):
+                 serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None, tbf_bucket: bool = True):
         import torch
 
         from synclab.core import param_layout
@@ -161,7 +161,8 @@ class Simulation:
                                chunk_bytes=s.transport.chunk_bytes,
                                policies={"worker": cls.send_policy, "ps": cls.send_policy}, record_spans=False,
                                machine_of=s.machine_of, payload_share=PAYLOAD_SHARE,
-                               queue_bytes=s.transport.queue_bytes)
+                               queue_bytes=s.transport.queue_bytes, tbf_buckets=tbf_bucket,
+                               app_shaper=s.network.backend == "app")
         self.plan = None
         self.parts_of: list[list] = [[] for _ in infos]
         self.shards: list[SimShard] = []
@@ -253,20 +254,23 @@ class Simulation:
 def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events: bool | None = None,
              workers: int | None = None, host_cores: float | None = None,
              cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
-             serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None) -> SimResult:
+             serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None,
+             tbf_bucket: bool = True) -> SimResult:
     """Simulate ``spec`` (as loaded by :func:`synclab.config.load_spec`); :class:`UnsupportedStrategy` or
     :class:`~synclab.config.SpecError` when it cannot.
 
     ``host_cores``: model the emulator's host (every node on one machine of that many cores, each byte
     moved costing ``cpu_s_per_byte`` CPU seconds, ``serial_s_per_byte`` of them after the message is in,
-    ``run.dilation`` applied: :class:`~synclab.sim.network.HostCpu`), for validation against the
-    emulator; None (default) simulates a cluster whose nodes have their own CPUs."""
+    ``run.dilation`` applied: :class:`~synclab.sim.network.HostCpu`, and the shaped NICs holding the
+    emulator's shaper buckets, :class:`~synclab.sim.network.TokenBucket`, unless ``tbf_bucket`` is False),
+    for validation against the emulator; None (default) simulates a cluster whose nodes have their own
+    CPUs and NICs."""
     if startup_s < 0:
         raise ValueError(f"startup_s must be >= 0, got {startup_s}")
     spec, notes = prepare(spec)
     result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers,
                         host_cores=host_cores, cpu_s_per_byte=cpu_s_per_byte,
-                        serial_s_per_byte=serial_s_per_byte, shard_cpu=shard_cpu).run()
+                        serial_s_per_byte=serial_s_per_byte, shard_cpu=shard_cpu, tbf_bucket=tbf_bucket).run()
     if shard_cpu is not None:
         notes.append(f"PS shards' host CPU modelled: push {shard_cpu.push_s * 1e9:.2f}, update "
                      f"{shard_cpu.update_s * 1e9:.2f}, reply {shard_cpu.reply_s * 1e9:.2f} ns per value")

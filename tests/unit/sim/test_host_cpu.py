@@ -137,7 +137,7 @@ def test_simulated_mgwfbp_fit_b_carries_the_serial_cost_at_two_workers():
     spec = load_spec(QUICKSTART, [*BASE, "strategy.name=mgwfbp", "strategy.profile_iterations=1",
                                   "cluster.workers=2"])
     fit = simulate(spec, startup_s=0.0005, host_cores=2, cpu_s_per_byte=2e-9,
-                   serial_s_per_byte=0.6e-9).plan["cost_fit"]
+                   serial_s_per_byte=0.6e-9, tbf_bucket=False).plan["cost_fit"]
     assert fit["b"] == pytest.approx(8e-9 * 1514 / 1448 + 0.6e-9, rel=1e-6)
     assert fit["a"] == pytest.approx(0.001, rel=1e-4)
     plain = simulate(spec, startup_s=0.0005).plan["cost_fit"]
@@ -179,7 +179,7 @@ def test_with_the_host_modelled_dilation_divides_the_start_up_too():
     # the start-up a is the emulator host's time per message: under dilation D it is a/D emulated
     spec = load_spec(QUICKSTART, [*BASE, "strategy.name=mgwfbp", "strategy.profile_iterations=1",
                                   "cluster.workers=2", "run.dilation=8"])
-    fit = simulate(spec, startup_s=0.0008, host_cores=2).plan["cost_fit"]
+    fit = simulate(spec, startup_s=0.0008, host_cores=2, tbf_bucket=False).plan["cost_fit"]
     assert fit["a"] == pytest.approx(2 * 0.0008 / 8, rel=1e-3)
     assert simulate(spec, startup_s=0.0008).plan["cost_fit"]["a"] == pytest.approx(0.0016, rel=1e-4)
 
@@ -206,6 +206,6 @@ def test_a_ring_of_eight_on_two_cores_fits_four_times_the_start_up_of_two():
     for n in (2, 8):
         spec = load_spec(QUICKSTART, [*BASE, "strategy.name=mgwfbp", "strategy.profile_iterations=1",
                                       f"cluster.workers={n}"])
-        fits[n] = simulate(spec, startup_s=0.0005, host_cores=2).plan["cost_fit"]["a"]
+        fits[n] = simulate(spec, startup_s=0.0005, host_cores=2, tbf_bucket=False).plan["cost_fit"]["a"]
     assert fits[2] == pytest.approx(2 * 0.0005, rel=1e-3)
     assert fits[8] == pytest.approx(2 * 7 * 0.0005 * 8 / 2, rel=0.05)
