@@ -163,3 +163,24 @@ def test_every_point_and_the_verdict_name_the_code_they_ran(tmp_path):
     assert v["code"] == [head + "-dirty"]
     point = json.loads(next((tmp_path / "out" / "points").glob("*/record.json")).read_text())
     assert point["code"] == head + "-dirty"
+
+
+def test_an_emulated_point_keeps_its_records_but_not_the_final_parameters(tmp_path, monkeypatch):
+    import subprocess
+    import types
+
+    from synclab.reproduce import points as points_mod
+
+    def fake_run(cmd, **kw):  # what `synclab run` leaves in --out
+        out = Path(cmd[cmd.index("--out") + 1])
+        (out / "summary.json").write_text(json.dumps({"iteration_seconds": {"mean": 0.5}, "workers": 2,
+                                                      "compute_seconds_mean": 0.1}))
+        (out / "params.pt").write_bytes(b"\0" * 1024)
+        return types.SimpleNamespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    target = types.SimpleNamespace(spec="examples/quickstart.yaml", paper="P3")
+    point = points_mod.Point(0, {"strategy.name": "ps"}, ["strategy.name=ps"], engine="emulate")
+    result = points_mod.run_emulated(target, tmp_path, point, tmp_path, print)
+    assert result["metrics"]["iteration_s"] == 0.5
+    assert (tmp_path / "summary.json").exists() and not (tmp_path / "params.pt").exists()
