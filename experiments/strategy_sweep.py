@@ -58,17 +58,10 @@ def main() -> None:
 
     rows = []
     for strategy in track(args.strategies.split(","), description="strategies"):
-        out = args.out / strategy
-        sets = [f"strategy.name={strategy}", f"network.rate={args.rate}", f"cluster.workers={args.workers}",
-                f"run.iterations={args.iterations}", "run.warmup=4", *EXTRA.get(strategy, []), *args.sets]
-        cmd = [sys.executable, "-m", "synclab", "run", str(args.spec), "--out", str(out), "--no-report"]
-        for s in sets:
-            cmd += ["--set", s]
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-        if r.returncode:
-            rows.append({"strategy": strategy, "error": (r.stdout + r.stderr).strip().splitlines()[-1]})
+        s = _run(REPO, args.spec, args.out / strategy, _sets(args, strategy), args.lock)
+        if "error" in s:
+            rows.append({"strategy": strategy, "error": s["error"]})
             continue
-        s = json.loads((out / "summary.json").read_text())
         rows.append({"strategy": strategy, "iteration_s": s["iteration_seconds"]["mean"],
                      "compute_s": s["compute_seconds_mean"], "comm_wait_s": s["comm_wait_seconds_mean"],
                      "throughput": s["throughput_samples_per_s"], "backend": s["network_backend"],
@@ -105,6 +98,12 @@ def main() -> None:
         sys.exit(1)
 
 
+def _sets(args, strategy: str) -> list[str]:
+    """The overrides of one strategy's run."""
+    return [f"strategy.name={strategy}", f"network.rate={args.rate}", f"cluster.workers={args.workers}",
+            f"run.iterations={args.iterations}", "run.warmup=4", *EXTRA.get(strategy, []), *args.sets]
+
+
 def _run(tree: Path, spec: Path, out: Path, sets: list[str], lock: Path | None) -> dict:
     """One ``synclab run`` with ``tree``'s code; its summary, or {"error": last line}."""
     cmd = [sys.executable, "-m", "synclab", "run", str(spec), "--out", str(out.resolve()), "--no-report"]
@@ -125,18 +124,19 @@ def before_and_now(args) -> None:
     from rich.progress import track
     from rich.table import Table
 
+    spec = args.spec.resolve()
     trees = {"before": args.baseline_src.resolve(), "now": REPO}
+    # a spec inside this repository is read from each tree's own copy (the keys may differ between them)
+    specs = {name: tree / spec.relative_to(REPO) if spec.is_relative_to(REPO) else spec
+             for name, tree in trees.items()}
     rows = []
     for strategy in track(args.strategies.split(","), description="strategies, before and now"):
-        sets = [f"strategy.name={strategy}", f"network.rate={args.rate}", f"cluster.workers={args.workers}",
-                f"run.iterations={args.iterations}", "run.warmup=4", *EXTRA.get(strategy, []), *args.sets]
+        sets = _sets(args, strategy)
         times: dict[str, list[float]] = {"before": [], "now": []}
         errors = []
         for i in range(args.repeats):
             for name, tree in trees.items():
-                spec = tree / args.spec.resolve().relative_to(REPO) if args.spec.resolve().is_relative_to(REPO) \
-                    else args.spec
-                s = _run(tree, spec, args.out / strategy / f"{name}-{i}", sets, args.lock)
+                s = _run(tree, specs[name], args.out / strategy / f"{name}-{i}", sets, args.lock)
                 if "error" in s:
                     errors.append(f"{name}: {s['error']}")
                 else:
@@ -151,8 +151,10 @@ def before_and_now(args) -> None:
                     f"({args.repeats} run(s) each, in turn)")
     for c in ("strategy", "before ms", "now ms", "speed now ÷ before", "errors"):
         t.add_column(c, justify="right")
+    def ms(values: list[float]) -> str:
+        return ", ".join(f"{x * 1e3:.0f}" for x in values) or "-"
+
     for r in rows:
-        ms = lambda v: ", ".join(f"{x * 1e3:.0f}" for x in v) or "-"  # noqa: E731
         ratio = r.get("speed_now_over_before")
         t.add_row(r["strategy"], ms(r["before_s"]), ms(r["now_s"]), "-" if ratio is None else f"{ratio:.3f}",
                   "; ".join(r["errors"])[:60])
