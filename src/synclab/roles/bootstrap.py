@@ -19,8 +19,8 @@ log = logging.getLogger(__name__)
 
 
 def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host if host != "0.0.0.0" else "", 0))
+    """A port free now, let go at once (see :func:`reserve_port` for one held until its server binds)."""
+    with reserve_port(host) as s:
         return s.getsockname()[1]
 
 
