@@ -1,0 +1,64 @@
+"""experiments/grpc_engine_bench.py: its parsing, its summary, and one tiny stream per engine over loopback."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[3] / "experiments" / "grpc_engine_bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("grpc_engine_bench", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sizes_parse_binary_suffixes(bench):
+    assert bench.parse_sizes("4194304, 1m,4MiB,64k,2KB") == [4 << 20, 1 << 20, 4 << 20, 64 << 10, 2 << 10]
+
+
+@pytest.mark.parametrize("bad", ["", "0", "-1", "4x", "m", "1.5m"])
+def test_bad_sizes_are_refused(bench, bad):
+    with pytest.raises(ValueError):
+        bench.parse_sizes(bad)
+
+
+def test_engines_parse_and_refuse_unknown(bench):
+    assert bench.parse_engines("aio, sync") == ["aio", "sync"]
+    with pytest.raises(ValueError, match="unknown engine"):
+        bench.parse_engines("sync,uvloop")
+    with pytest.raises(ValueError):
+        bench.parse_engines(" , ")
+
+
+def test_summary_is_per_figure_median(bench):
+    gb = 1e9
+    rounds = [{"seconds": 1.0, "tx_cpu_s": 0.5, "rx_cpu_s": 0.25},
+              {"seconds": 2.0, "tx_cpu_s": 0.1, "rx_cpu_s": 0.25},
+              {"seconds": 4.0, "tx_cpu_s": 0.3, "rx_cpu_s": 1.0}]
+    s = bench.summarize(rounds, int(gb))
+    assert s["seconds"] == 2.0
+    assert s["gbps"] == pytest.approx(4.0)  # 8 Gbit in 2 s
+    assert s["tx_cpu_s_per_gb"] == pytest.approx(0.3)
+    assert s["rx_cpu_s_per_gb"] == pytest.approx(0.25)
+    assert s["cpu_s_per_gb"] == pytest.approx(0.75)  # sums 0.75, 0.35, 1.3
+    assert s["rounds"] == 3
+    with pytest.raises(ValueError):
+        bench.summarize([], 1)
+
+
+def test_saving_sign(bench):
+    assert bench.saving({"seconds": 2.0}, {"seconds": 1.5}, "seconds") == pytest.approx(0.25)
+    assert bench.saving({"seconds": 2.0}, {"seconds": 3.0}, "seconds") == pytest.approx(-0.5)
+
+
+@pytest.mark.parametrize("engine", ["socket", "sync", "aio", "aio-handoff"])
+def test_a_tiny_stream_arrives_whole(bench, engine):
+    row = bench.run_pair(engine, 64 << 10, 5, 1, [], [], "127.0.0.1")
+    assert row["messages"] == 5 and row["rounds"] == 1
+    assert row["gbps"] > 0 and row["tx_cpu_s_per_gb"] >= 0 and row["rx_cpu_s_per_gb"] >= 0
