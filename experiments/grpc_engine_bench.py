@@ -7,7 +7,7 @@ and their hand-offs). This benchmark asks whether ``grpc.aio`` (one asyncio loop
 pool threads) moves the same bytes for less CPU or in less time, before any of SyncLab is rewritten for it.
 
 Two processes, a sender and a receiver (in two network namespaces on a bridge when the host allows it, else
-over loopback), and one client stream per round carrying ``--messages`` messages of ``--sizes`` bytes (raw
+over loopback), and one client stream per round carrying ``--mib`` MiB in messages of ``--sizes`` bytes (raw
 bytes, identity serializers, SyncLab's channel and server options for that frame size —
 ``synclab.wire.channels.channel_options``/``server_options``: message limits, whole-chunk HTTP/2 frames at
 4 MiB, keepalive). Engines:
@@ -27,7 +27,7 @@ round is a new stream on the same channel; round 0 is a warm-up; the table gives
 CPU is ``getrusage(RUSAGE_SELF)`` user+system of each process (every thread) over the round: the sender from
 its first write to the receiver's answer, the receiver from the call's arrival to its last message.
 
-    python experiments/grpc_engine_bench.py [--messages 256] [--sizes 4194304,1048576]
+    python experiments/grpc_engine_bench.py [--mib 1024] [--sizes 4194304,1048576]
         [--engines socket,sync,aio,sync-handoff,aio-handoff] [--repeats 3] [--loopback] [--out runs/grpc-engine]
 
 Writes ``engines.json`` to ``--out`` when given.
@@ -82,6 +82,11 @@ def parse_engines(text: str) -> list[str]:
     if bad or not names:
         raise ValueError(f"unknown engine(s) {bad or text!r}; choose from {', '.join(ENGINES)}")
     return names
+
+
+def messages_for(mib: int, size: int) -> int:
+    """Messages of ``size`` bytes in a stream of ``mib`` MiB (at least one)."""
+    return max(1, (mib << 20) // size)
 
 
 def summarize(rounds: list[dict], nbytes: int) -> dict:
@@ -360,7 +365,8 @@ def main() -> None:
         _role_main(p.parse_args())
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--messages", type=int, default=256, help="messages per stream (default 256: 1 GiB at 4 MiB)")
+    p.add_argument("--mib", type=int, default=1024, help="MiB per stream (default 1024: 256 messages of 4 MiB, "
+                   "1024 of 1 MiB)")
     p.add_argument("--sizes", default="4194304,1048576", help="message sizes in bytes (K/M suffixes binary)")
     p.add_argument("--engines", default=",".join(ENGINES))
     p.add_argument("--repeats", type=int, default=3, help="measured rounds per engine, after one warm-up")
@@ -371,8 +377,8 @@ def main() -> None:
         sizes, engines = parse_sizes(args.sizes), parse_engines(args.engines)
     except ValueError as e:
         p.error(str(e))
-    if args.messages < 1 or args.repeats < 1:
-        p.error("--messages and --repeats must be at least 1")
+    if args.mib < 1 or args.repeats < 1:
+        p.error("--mib and --repeats must be at least 1")
 
     cluster = None
     if not args.loopback:
@@ -392,7 +398,8 @@ def main() -> None:
         rows = []
         for size in sizes:
             for engine in engines:
-                row = run_pair(engine, size, args.messages, args.repeats, rx_prefix, tx_prefix, address)
+                row = run_pair(engine, size, messages_for(args.mib, size), args.repeats, rx_prefix, tx_prefix,
+                               address)
                 rows.append(row)
                 print(f"{engine:>12} {size >> 10:>6} KiB  {row['gbps']:6.2f} Gbit/s  {row['seconds']:.3f} s  CPU s/GB "
                       f"tx {row['tx_cpu_s_per_gb']:.3f} rx {row['rx_cpu_s_per_gb']:.3f} "
@@ -400,7 +407,7 @@ def main() -> None:
     finally:
         if cluster is not None:
             cluster.down()
-    print(f"\n{where}; {args.messages} messages per stream; median of {args.repeats} rounds after a warm-up; "
+    print(f"\n{where}; {args.mib} MiB per stream; median of {args.repeats} rounds after a warm-up; "
           f"load average {os.getloadavg()[0]:.2f}")
     for size in sizes:
         by = {r["engine"]: r for r in rows if r["size"] == size}
@@ -415,7 +422,7 @@ def main() -> None:
             print()
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "engines.json").write_text(json.dumps({"where": where, "messages": args.messages,
+        (args.out / "engines.json").write_text(json.dumps({"where": where, "mib": args.mib,
                                                            "repeats": args.repeats, "rows": rows,
                                                            "loadavg": os.getloadavg()}, indent=1))
 

@@ -62,3 +62,9 @@ def test_a_tiny_stream_arrives_whole(bench, engine):
     row = bench.run_pair(engine, 64 << 10, 5, 1, [], [], "127.0.0.1")
     assert row["messages"] == 5 and row["rounds"] == 1
     assert row["gbps"] > 0 and row["tx_cpu_s_per_gb"] >= 0 and row["rx_cpu_s_per_gb"] >= 0
+
+
+def test_messages_keep_the_stream_size(bench):
+    assert bench.messages_for(1024, 4 << 20) == 256
+    assert bench.messages_for(1024, 1 << 20) == 1024
+    assert bench.messages_for(1, 4 << 20) == 1
