@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import queue
+import re
 import resource
 import socket
 import statistics
@@ -57,6 +58,39 @@ CREDITS = 8  # messages a producer thread may be ahead of the aio loop (the hand
 def cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def threads_now():
+    from synclab.metrics.threadcpu import thread_cpu
+
+    return thread_cpu()
+
+
+def fold_threads(per_name: dict[str, float]) -> dict[str, float]:
+    """Thread names without their numbers (``Thread-6 (_run)`` -> ``Thread (_run)``; gRPC core's own threads,
+    ``native:event_engine``, as they are), CPU seconds summed per folded name."""
+    out: dict[str, float] = {}
+    for name, sec in per_name.items():
+        key = re.sub(r"-\d+(_\d+)?", "", name)
+        out[key] = out.get(key, 0.0) + sec
+    return out
+
+
+def threads_since(before, after=None) -> dict[str, float]:
+    """CPU seconds per (folded) thread name between two ``threads_now()`` snapshots (after: now)."""
+    from synclab.metrics.threadcpu import cpu_between
+
+    return fold_threads(cpu_between(before, threads_now() if after is None else after))
+
+
+def roles_per_gb(rounds: list[dict], key: str, nbytes: int) -> dict[str, float]:
+    """Mean CPU s/GB per thread role over ``rounds`` (each with ``key``: role -> seconds in that round)."""
+    total: dict[str, float] = {}
+    for r in rounds:
+        for role, sec in r.get(key, {}).items():
+            total[role] = total.get(role, 0.0) + sec
+    gb = nbytes / 1e9 * len(rounds)
+    return {role: sec / gb for role, sec in sorted(total.items(), key=lambda kv: -kv[1])}
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -119,8 +153,9 @@ def _options(size: int, server: bool):
     return (server_options if server else channel_options)(size)
 
 
-def _ack(cpu: float, count: int, nbytes: int) -> bytes:
-    return json.dumps({"rx_cpu_s": cpu, "count": count, "bytes": nbytes}).encode()
+def _ack(cpu: float, count: int, nbytes: int, threads0) -> bytes:
+    return json.dumps({"rx_cpu_s": cpu, "count": count, "bytes": nbytes,
+                       "rx_threads": threads_since(threads0)}).encode()
 
 
 def receive_sync(port: int, size: int, rounds: int) -> None:
@@ -131,11 +166,11 @@ def receive_sync(port: int, size: int, rounds: int) -> None:
     done = threading.Semaphore(0)
 
     def stream(requests, context):
-        c0, count, nbytes = cpu_s(), 0, 0
+        c0, th0, count, nbytes = cpu_s(), threads_now(), 0, 0
         for m in requests:
             count += 1
             nbytes += len(m)
-        ack = _ack(cpu_s() - c0, count, nbytes)
+        ack = _ack(cpu_s() - c0, count, nbytes, th0)
         done.release()  # before the yield: the sender may cancel the call once it has read the answer
         yield ack
 
@@ -160,11 +195,11 @@ def receive_aio(port: int, size: int, rounds: int) -> None:
         finished = asyncio.Event()
 
         async def stream(requests, context):
-            c0, count, nbytes = cpu_s(), 0, 0
+            c0, th0, count, nbytes = cpu_s(), threads_now(), 0, 0
             async for m in requests:
                 count += 1
                 nbytes += len(m)
-            ack = _ack(cpu_s() - c0, count, nbytes)
+            ack = _ack(cpu_s() - c0, count, nbytes, th0)
             left[0] -= 1
             if not left[0]:
                 finished.set()
@@ -189,16 +224,16 @@ def receive_socket(port: int, size: int, rounds: int, messages: int) -> None:
     view = memoryview(buf)
     for _ in range(rounds):
         conn, _ = srv.accept()
-        c0 = None
+        c0 = th0 = None
         left = messages * size
         while left:
             n = conn.recv_into(view[:min(size, left)])
             if c0 is None:
-                c0 = cpu_s()
+                c0, th0 = cpu_s(), threads_now()
             if not n:
                 raise ConnectionError("the sender closed early")
             left -= n
-        conn.sendall(_ack(cpu_s() - c0, messages, messages * size))
+        conn.sendall(_ack(cpu_s() - c0, messages, messages * size, th0))
         conn.close()
     srv.close()
 
@@ -219,24 +254,28 @@ def send_sync(address: str, size: int, messages: int, rounds: int, handoff: bool
         grpc.channel_ready_future(ch).result(timeout=30)
         call = ch.stream_stream(METHOD)
         for _ in range(rounds):
+            end: dict = {}
             if handoff:
                 q: queue.Queue = queue.Queue(maxsize=CREDITS)
 
                 def requests(q=q):
                     for _ in range(messages):
                         yield q.get()
+                    end["threads"] = threads_now()  # grpc's consumer thread, before it ends with the call
             else:
                 def requests():
                     for _ in range(messages):
                         yield payload
-            t0, c0 = time.perf_counter(), cpu_s()
+                    end["threads"] = threads_now()
+            t0, c0, th0 = time.perf_counter(), cpu_s(), threads_now()
             if handoff:
                 _producer(messages, payload, q.put)
             responses = call(requests())
             ack = json.loads(next(responses))
             for _ in responses:  # the stream's end
                 pass
-            out.append({"seconds": time.perf_counter() - t0, "tx_cpu_s": cpu_s() - c0, **ack})
+            out.append({"seconds": time.perf_counter() - t0, "tx_cpu_s": cpu_s() - c0,
+                        "tx_threads": threads_since(th0, end["threads"]), **ack})
     return out
 
 
@@ -254,7 +293,7 @@ def send_aio(address: str, size: int, messages: int, rounds: int, handoff: bool)
             await asyncio.wait_for(ch.channel_ready(), 30)
             method = ch.stream_stream(METHOD)
             for _ in range(rounds):
-                t0, c0 = time.perf_counter(), cpu_s()
+                t0, c0, th0 = time.perf_counter(), cpu_s(), threads_now()
                 call = method()
                 if handoff:
                     q: asyncio.Queue = asyncio.Queue()
@@ -273,7 +312,8 @@ def send_aio(address: str, size: int, messages: int, rounds: int, handoff: bool)
                         await call.write(payload)
                 await call.done_writing()
                 ack = json.loads(await call.read())
-                out.append({"seconds": time.perf_counter() - t0, "tx_cpu_s": cpu_s() - c0, **ack})
+                out.append({"seconds": time.perf_counter() - t0, "tx_cpu_s": cpu_s() - c0,
+                            "tx_threads": threads_since(th0), **ack})
         return out
 
     return asyncio.run(main())
@@ -292,14 +332,15 @@ def send_socket(address: str, size: int, messages: int, rounds: int) -> list[dic
                 time.sleep(0.05)
         else:
             raise ConnectionError(f"no receiver at {address}")
-        t0, c0 = time.perf_counter(), cpu_s()
+        t0, c0, th0 = time.perf_counter(), cpu_s(), threads_now()
         for _ in range(messages):
             s.sendall(payload)
         s.shutdown(socket.SHUT_WR)
         ack = b""
         while chunk := s.recv(4096):
             ack += chunk
-        out.append({"seconds": time.perf_counter() - t0, "tx_cpu_s": cpu_s() - c0, **json.loads(ack)})
+        out.append({"seconds": time.perf_counter() - t0, "tx_cpu_s": cpu_s() - c0, "tx_threads": threads_since(th0),
+                    **json.loads(ack)})
         s.close()
     return out
 
@@ -329,8 +370,10 @@ def run_pair(engine: str, size: int, messages: int, repeats: int, rx_prefix: lis
     for r in results:
         if r["count"] != messages or r["bytes"] != messages * size:
             raise RuntimeError(f"{engine}: the receiver got {r['count']} messages, {r['bytes']} bytes")
-    return {"engine": engine, "size": size, "messages": messages, **summarize(results[1:], messages * size),
-            "all": results[1:]}
+    measured, nbytes = results[1:], messages * size
+    return {"engine": engine, "size": size, "messages": messages, **summarize(measured, nbytes),
+            "tx_threads_s_per_gb": roles_per_gb(measured, "tx_threads", nbytes),
+            "rx_threads_s_per_gb": roles_per_gb(measured, "rx_threads", nbytes), "all": measured}
 
 
 def _role_main(args) -> None:
@@ -404,6 +447,9 @@ def main() -> None:
                 print(f"{engine:>12} {size >> 10:>6} KiB  {row['gbps']:6.2f} Gbit/s  {row['seconds']:.3f} s  CPU s/GB "
                       f"tx {row['tx_cpu_s_per_gb']:.3f} rx {row['rx_cpu_s_per_gb']:.3f} "
                       f"sum {row['cpu_s_per_gb']:.3f}", flush=True)
+                for side in ("tx", "rx"):
+                    print(f"{'':>14}{side} threads s/GB: " + ", ".join(
+                        f"{k} {v:.3f}" for k, v in row[f"{side}_threads_s_per_gb"].items() if v >= 0.005), flush=True)
     finally:
         if cluster is not None:
             cluster.down()

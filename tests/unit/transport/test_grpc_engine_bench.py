@@ -62,9 +62,24 @@ def test_a_tiny_stream_arrives_whole(bench, engine):
     row = bench.run_pair(engine, 64 << 10, 5, 1, [], [], "127.0.0.1")
     assert row["messages"] == 5 and row["rounds"] == 1
     assert row["gbps"] > 0 and row["tx_cpu_s_per_gb"] >= 0 and row["rx_cpu_s_per_gb"] >= 0
+    assert isinstance(row["rx_threads_s_per_gb"], dict) and isinstance(row["tx_threads_s_per_gb"], dict)
 
 
 def test_messages_keep_the_stream_size(bench):
     assert bench.messages_for(1024, 4 << 20) == 256
     assert bench.messages_for(1024, 1 << 20) == 1024
     assert bench.messages_for(1, 4 << 20) == 1
+
+
+def test_roles_per_gb_is_the_mean_over_rounds(bench):
+    rounds = [{"rx_threads": {"main": 0.2, "grpc core (event_engine)": 0.4}}, {"rx_threads": {"main": 0.4}}, {}]
+    got = bench.roles_per_gb(rounds, "rx_threads", int(2e9))
+    assert list(got) == ["main", "grpc core (event_engine)"]  # largest first
+    assert got["main"] == pytest.approx(0.6 / 6) and got["grpc core (event_engine)"] == pytest.approx(0.4 / 6)
+
+
+def test_thread_names_fold_without_numbers(bench):
+    got = bench.fold_threads({"Thread-6 (_run)": 0.2, "Thread-12 (_run)": 0.1, "ThreadPoolExecutor-0_3": 0.5,
+                              "native:event_engine": 0.4, "MainThread": 0.05})
+    assert got == pytest.approx({"Thread (_run)": 0.3, "ThreadPoolExecutor": 0.5, "native:event_engine": 0.4,
+                                 "MainThread": 0.05})
