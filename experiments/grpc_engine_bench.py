@@ -28,7 +28,7 @@ CPU is ``getrusage(RUSAGE_SELF)`` user+system of each process (every thread) ove
 its first write to the receiver's answer, the receiver from the call's arrival to its last message.
 
     python experiments/grpc_engine_bench.py [--mib 1024] [--sizes 4194304,1048576]
-        [--engines socket,sync,aio,sync-handoff,aio-handoff] [--repeats 3] [--loopback] [--out runs/grpc-engine]
+        [--engines socket,sync,aio,sync-handoff,aio-handoff] [--repeats 3] [--cycles 1] [--loopback] [--out runs/grpc-engine]
 
 Writes ``engines.json`` to ``--out`` when given.
 """
@@ -376,6 +376,20 @@ def run_pair(engine: str, size: int, messages: int, repeats: int, rx_prefix: lis
             "rx_threads_s_per_gb": roles_per_gb(measured, "rx_threads", nbytes), "all": measured}
 
 
+def pool(rows: list[dict]) -> dict:
+    """One engine and size measured in several cycles (:func:`run_pair` rows): the summary of all their rounds."""
+    if not rows:
+        raise ValueError("nothing to pool")
+    first = rows[0]
+    if any((r["engine"], r["size"], r["messages"]) != (first["engine"], first["size"], first["messages"]) for r in rows):
+        raise ValueError("pooling rows of different engines or sizes")
+    rounds = [x for r in rows for x in r["all"]]
+    nbytes = first["messages"] * first["size"]
+    return {"engine": first["engine"], "size": first["size"], "messages": first["messages"],
+            **summarize(rounds, nbytes), "tx_threads_s_per_gb": roles_per_gb(rounds, "tx_threads", nbytes),
+            "rx_threads_s_per_gb": roles_per_gb(rounds, "rx_threads", nbytes), "all": rounds}
+
+
 def _role_main(args) -> None:
     if args.role == "receiver":
         if args.engine == "socket":
@@ -413,6 +427,9 @@ def main() -> None:
     p.add_argument("--sizes", default="4194304,1048576", help="message sizes in bytes (K/M suffixes binary)")
     p.add_argument("--engines", default=",".join(ENGINES))
     p.add_argument("--repeats", type=int, default=3, help="measured rounds per engine, after one warm-up")
+    p.add_argument("--cycles", type=int, default=1,
+                   help="run the engine list this many times in turn (sync, aio, ..., sync, aio, ...) and pool the "
+                        "rounds: a host whose load drifts then weighs on every engine alike")
     p.add_argument("--loopback", action="store_true", help="one namespace, 127.0.0.1 (default: two namespaces)")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
@@ -420,8 +437,8 @@ def main() -> None:
         sizes, engines = parse_sizes(args.sizes), parse_engines(args.engines)
     except ValueError as e:
         p.error(str(e))
-    if args.mib < 1 or args.repeats < 1:
-        p.error("--mib and --repeats must be at least 1")
+    if args.mib < 1 or args.repeats < 1 or args.cycles < 1:
+        p.error("--mib, --repeats and --cycles must be at least 1")
 
     cluster = None
     if not args.loopback:
@@ -438,22 +455,29 @@ def main() -> None:
         else:
             rx_prefix, tx_prefix, address = [], [], "127.0.0.1"
         where = "two namespaces, veth + bridge" if cluster is not None else "loopback"
-        rows = []
-        for size in sizes:
-            for engine in engines:
-                row = run_pair(engine, size, messages_for(args.mib, size), args.repeats, rx_prefix, tx_prefix,
-                               address)
-                rows.append(row)
-                print(f"{engine:>12} {size >> 10:>6} KiB  {row['gbps']:6.2f} Gbit/s  {row['seconds']:.3f} s  CPU s/GB "
-                      f"tx {row['tx_cpu_s_per_gb']:.3f} rx {row['rx_cpu_s_per_gb']:.3f} "
-                      f"sum {row['cpu_s_per_gb']:.3f}", flush=True)
-                for side in ("tx", "rx"):
-                    print(f"{'':>14}{side} threads s/GB: " + ", ".join(
-                        f"{k} {v:.3f}" for k, v in row[f"{side}_threads_s_per_gb"].items() if v >= 0.005), flush=True)
+        parts: dict[tuple[int, str], list[dict]] = {}
+        for cycle in range(args.cycles):
+            for size in sizes:
+                for engine in engines:
+                    row = run_pair(engine, size, messages_for(args.mib, size), args.repeats, rx_prefix, tx_prefix,
+                                   address)
+                    parts.setdefault((size, engine), []).append(row)
+                    print(f"[{cycle + 1}/{args.cycles}] {engine:>12} {size >> 10:>6} KiB  {row['gbps']:6.2f} Gbit/s  "
+                          f"{row['seconds']:.3f} s  CPU s/GB tx {row['tx_cpu_s_per_gb']:.3f} "
+                          f"rx {row['rx_cpu_s_per_gb']:.3f} sum {row['cpu_s_per_gb']:.3f}", flush=True)
+        rows = [pool(group) for group in parts.values()]
+        print(f"\npooled: median of {args.cycles} x {args.repeats} rounds per engine")
+        for row in rows:
+            print(f"{row['engine']:>12} {row['size'] >> 10:>6} KiB  {row['gbps']:6.2f} Gbit/s  {row['seconds']:.3f} s  "
+                  f"CPU s/GB tx {row['tx_cpu_s_per_gb']:.3f} rx {row['rx_cpu_s_per_gb']:.3f} "
+                  f"sum {row['cpu_s_per_gb']:.3f}", flush=True)
+            for side in ("tx", "rx"):
+                print(f"{'':>14}{side} threads s/GB: " + ", ".join(
+                    f"{k} {v:.3f}" for k, v in row[f"{side}_threads_s_per_gb"].items() if v >= 0.005), flush=True)
     finally:
         if cluster is not None:
             cluster.down()
-    print(f"\n{where}; {args.mib} MiB per stream; median of {args.repeats} rounds after a warm-up; "
+    print(f"\n{where}; {args.mib} MiB per stream; median of {args.cycles} x {args.repeats} rounds after a warm-up each; "
           f"load average {os.getloadavg()[0]:.2f}")
     for size in sizes:
         by = {r["engine"]: r for r in rows if r["size"] == size}
@@ -468,7 +492,7 @@ def main() -> None:
             print()
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "engines.json").write_text(json.dumps({"where": where, "mib": args.mib,
+        (args.out / "engines.json").write_text(json.dumps({"where": where, "mib": args.mib, "cycles": args.cycles,
                                                            "repeats": args.repeats, "rows": rows,
                                                            "loadavg": os.getloadavg()}, indent=1))
 

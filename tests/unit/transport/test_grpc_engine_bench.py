@@ -83,3 +83,17 @@ def test_thread_names_fold_without_numbers(bench):
                               "native:event_engine": 0.4, "MainThread": 0.05})
     assert got == pytest.approx({"Thread (_run)": 0.3, "ThreadPoolExecutor": 0.5, "native:event_engine": 0.4,
                                  "MainThread": 0.05})
+
+
+def test_pool_takes_the_median_of_every_round(bench):
+    def row(secs):
+        rounds = [{"seconds": x, "tx_cpu_s": x / 10, "rx_cpu_s": x / 5, "tx_threads": {"MainThread": x / 10}}
+                  for x in secs]
+        return {"engine": "aio", "size": 4, "messages": 250_000_000, "all": rounds}
+    got = bench.pool([row([1.0, 5.0]), row([2.0])])  # 1 GB per round
+    assert got["seconds"] == 2.0 and got["rounds"] == 3
+    assert got["tx_threads_s_per_gb"]["MainThread"] == pytest.approx(0.8 / 3)
+    with pytest.raises(ValueError, match="different"):
+        bench.pool([row([1.0]), {**row([1.0]), "engine": "sync"}])
+    with pytest.raises(ValueError):
+        bench.pool([])
