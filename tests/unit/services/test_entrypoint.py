@@ -3,7 +3,6 @@ job spec (the same as ``synclab run`` makes from the same file and overrides), h
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -16,6 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from support.scripts import load_script
 from synclab.config.settings import ContainerSettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,9 +25,7 @@ COMPOSE_SPEC = ROOT / "services" / "specs" / "compose.yaml"
 @pytest.fixture
 def entrypoint(tmp_path, monkeypatch):
     """A fresh copy of the entrypoint module whose state files live under tmp_path."""
-    loader = importlib.util.spec_from_file_location("synclab_container_entrypoint", ROOT / "services" / "entrypoint.py")
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
+    module = load_script(ROOT / "services" / "entrypoint.py", "synclab_container_entrypoint")
     state = tmp_path / "state"
     for name in ("SHAPING_FILE", "JOB_SPEC_FILE", "JOB_STARTED_FILE", "HEALTH_FILE"):
         monkeypatch.setattr(module, name, state / getattr(module, name).name)

@@ -13,6 +13,7 @@ from synclab.config import load_spec
 from synclab.report import load_run
 from synclab.sim.records import write_run
 from synclab.sim.run import PAYLOAD_SHARE, Simulation, prepare, simulate
+from support.scripts import load_experiment
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
@@ -226,11 +227,7 @@ def test_shard_cpu_is_charged_per_value_on_the_shard(tmp_path):
 
 
 def test_shard_cpu_measurement_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("shard_cpu", REPO / "experiments" / "shard_cpu.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_experiment("shard_cpu")
     m = mod.measure(10_000, repeats=3)
     assert all(m[k] > 0 for k in ("push_s", "update_s", "reply_s"))
     with pytest.raises(ValueError):

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from concurrent.futures import Future
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[3] / "experiments" / "priority_preemption.py"
+from support.scripts import load_experiment
 
 
 @pytest.fixture(scope="module")
 def exp():
-    spec = importlib.util.spec_from_file_location("priority_preemption", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_experiment("priority_preemption")
 
 
 class FakeLink:
