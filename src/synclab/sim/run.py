@@ -56,12 +56,22 @@ DEFAULT_SERIAL_S_PER_BYTE = 0.23e-9
 # buffer and update tensor by tensor after the group's ring. Source: `experiments/per_tensor_cost.py` (the real
 # Wfbp / SyncEasgd and ReplayEngine in one process, world = 1 so the ring returns at once; ResNet-50 replay
 # x0.01, 161 tensors; the host seconds beyond the replayed update share, per tensor, mean of D = 1, 2, 4, 8)
-# on this 2-core VM, 2026-11-26 09:14 UTC, 20 iterations, load average 4.4 -> 3.9 (an emulation beside it):
-# wfbp 168.5, 179.4, 169.1, 142.1 us at D = 1, 2, 4, 8 (mean 165); synceasgd 117.0, 120.6, 125.7, 130.2 (mean 123).
+# on this 2-core VM, 2026-11-26 09:22 UTC, 30 iterations, under the host's emulation lock (no emulation beside
+# it; load average 7.4 -> 6.6, lagging the emulation before): wfbp 137.7, 145.4, 134.0, 141.8 us at D = 1, 2,
+# 4, 8 (mean 140; CPU 79-91 us of it); synceasgd 125.4, 121.8, 114.3, 119.1 us (mean 120). Unlocked at 09:14
+# (an emulation beside it, load 4.4): wfbp 142-179, synceasgd 117-130 us.
 # The emulated runs agree in size: `wfbp` spent 0.10, 0.09, 0.06 ms of the emulated clock per tensor between
 # its all-reduces at 2, 4, 8 workers (D = 2, 4, 8; runs/sim-vs-emu-s11), the simulator 0.003 ms.
 # Used only with ``host_cores`` (HostCpu.tensor_s: a job of the host's cores after each tensor's update).
-DEFAULT_TENSOR_S = {"wfbp": 165e-6, "grouped": 123e-6}
+DEFAULT_TENSOR_S = {"wfbp": 140e-6, "grouped": 120e-6}
+
+# The share of a link's rate that carries message bytes. The profiles' rate is the wire rate in L2 bytes
+# (netem/profiles/*.yaml: "wire rate, L2 bytes; TCP goodput ~0.957x"; tbf counts whole frames): a full
+# 1514-byte frame carries 1448 payload bytes (1500 MTU - 20 IP - 32 TCP with timestamps). README
+# "### The data plane beside gloo": `synclab netbench` measured SyncLab's stream at 0.956 Gbit/s on the
+# 1gbit profile, = iperf3. 1448 / 1514 = 0.9564.
+PAYLOAD_SHARE = 1448 / 1514
+EVENT_CAP = 2_000_000  # per-tensor events and spans beyond this many rows are not recorded
 
 
 def tensor_s_for(strategy: str) -> float:
@@ -72,13 +82,6 @@ def tensor_s_for(strategy: str) -> float:
     if strategy in ("synceasgd", "mgwfbp", "mgwfbp-opt", "local"):
         return DEFAULT_TENSOR_S["grouped"]
     return 0.0
-# The share of a link's rate that carries message bytes. The profiles' rate is the wire rate in L2 bytes
-# (netem/profiles/*.yaml: "wire rate, L2 bytes; TCP goodput ~0.957x"; tbf counts whole frames): a full
-# 1514-byte frame carries 1448 payload bytes (1500 MTU - 20 IP - 32 TCP with timestamps). README
-# "### The data plane beside gloo": `synclab netbench` measured SyncLab's stream at 0.956 Gbit/s on the
-# 1gbit profile, = iperf3. 1448 / 1514 = 0.9564.
-PAYLOAD_SHARE = 1448 / 1514
-EVENT_CAP = 2_000_000  # per-tensor events and spans beyond this many rows are not recorded
 
 
 class UnsupportedStrategy(SpecError):
