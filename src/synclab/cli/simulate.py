@@ -36,6 +36,10 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
              no_tbf_bucket: bool = typer.Option(False, "--no-tbf-bucket", help="With --host-cpu: leave out the "
                                                 "emulator's shaper buckets (a burst after an idle spell passing "
                                                 "without wire time; an ablation)."),
+             tensor_us: Optional[float] = typer.Option(None, "--tensor-us", help="With --host-cpu: the worker "
+                                                       "runtime's host microseconds per tensor beside the ring "
+                                                       "(all-reduce strategies; default: the measured value, see "
+                                                       "synclab.sim.run; 0 leaves it out)."),
              shard_cpu: Optional[str] = typer.Option(None, "--shard-cpu", help="PUSH,UPDATE,REPLY: the PS shards' "
                                                      "host CPU in ns per value (experiments/shard_cpu.py measures "
                                                      "it); default off, the papers' PS machines.")):
@@ -45,10 +49,14 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
     from synclab.sim.run import (DEFAULT_CPU_S_PER_BYTE, DEFAULT_SERIAL_S_PER_BYTE, DEFAULT_STARTUP_S,
                                  load_for_simulation, simulate as run_sim)
 
-    if (cpu_s_per_gb is not None or serial_s_per_gb is not None or no_tbf_bucket) and host_cpu is None:
-        _fail("--cpu-s-per-gb, --serial-s-per-gb and --no-tbf-bucket need --host-cpu CORES")
+    if (cpu_s_per_gb is not None or serial_s_per_gb is not None or no_tbf_bucket or tensor_us is not None) \
+            and host_cpu is None:
+        _fail("--cpu-s-per-gb, --serial-s-per-gb, --no-tbf-bucket and --tensor-us need --host-cpu CORES")
+    if tensor_us is not None and not tensor_us >= 0:
+        _fail(f"--tensor-us must be >= 0 microseconds, got {tensor_us}")
     cpu_s_per_byte = DEFAULT_CPU_S_PER_BYTE if cpu_s_per_gb is None else cpu_s_per_gb * 1e-9
     serial_s_per_byte = DEFAULT_SERIAL_S_PER_BYTE if serial_s_per_gb is None else serial_s_per_gb * 1e-9
+    tensor_s = None if tensor_us is None else tensor_us * 1e-6  # None: the measured value of the path
 
     cpu = None
     if shard_cpu is not None:
@@ -82,7 +90,8 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
             try:
                 r = run_sim(s, startup_s=DEFAULT_STARTUP_S if startup is None else startup, workers=workers,
                             host_cores=host_cpu, cpu_s_per_byte=cpu_s_per_byte,
-                            serial_s_per_byte=serial_s_per_byte, shard_cpu=cpu, tbf_bucket=not no_tbf_bucket)
+                            serial_s_per_byte=serial_s_per_byte, shard_cpu=cpu, tbf_bucket=not no_tbf_bucket,
+                            tensor_s=tensor_s)
             except SpecError as e:
                 _fail(f"invalid spec: {e}")
             except ValueError as e:

@@ -54,6 +54,10 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   bucket (:class:`TokenBucket`): tbf passes a burst at host speed after an
   idle spell, so messages up to the bucket cost no wire time. It is what
   lowers the emulator's fitted a below its start-up (README "## Simulation").
+* With the host modelled, the all-reduce strategies' per-tensor runtime work beside the ring (hand-over to
+  the communication thread, events, the replayed update's call, the gate: ``HostCpu.tensor_s``, measured by
+  ``experiments/per_tensor_cost.py``) is a job of the same cores after each tensor's all-reduce
+  (:meth:`Network.tensor_job`; session 13).
 
 Loss is not modelled. Hot paths use SimPy timeouts with plain callbacks (no
 process generators) and count every event they schedule (``Network.events``).
@@ -144,7 +148,7 @@ class HostCpu:
     """
 
     def __init__(self, cores: float, cpu_s_per_byte: float, *, serial_s_per_byte: float = 0.0,
-                 dilation: float = 1.0, mirrored: int = 1):
+                 dilation: float = 1.0, mirrored: int = 1, tensor_s: float = 0.0):
         if cores <= 0:
             raise ValueError(f"host cores must be > 0, got {cores}")
         if cpu_s_per_byte <= 0:
@@ -156,8 +160,11 @@ class HostCpu:
             raise ValueError(f"dilation must be >= 1, got {dilation}")
         if mirrored < 1:
             raise ValueError(f"mirrored must be >= 1, got {mirrored}")
+        if not tensor_s >= 0:
+            raise ValueError(f"host seconds per tensor must be >= 0, got {tensor_s}")
         self.cores, self.cpu_s_per_byte, self.dilation, self.mirrored = cores, cpu_s_per_byte, dilation, mirrored
         self.serial_s_per_byte = serial_s_per_byte
+        self.tensor_s = tensor_s  # the worker runtime's host seconds per tensor beside the ring (Network.tensor_job)
 
     @property
     def capacity_bps(self) -> float:
@@ -168,7 +175,7 @@ class HostCpu:
     def as_dict(self) -> dict:
         return {"cores": self.cores, "cpu_s_per_byte": self.cpu_s_per_byte,
                 "serial_s_per_byte": self.serial_s_per_byte, "dilation": self.dilation,
-                "mirrored": self.mirrored, "capacity_bps": self.capacity_bps}
+                "mirrored": self.mirrored, "capacity_bps": self.capacity_bps, "tensor_s": self.tensor_s}
 
 
 class CpuServer:
@@ -259,6 +266,17 @@ class Network:
             self.after(startup_s, fn)
         else:
             self.cpu_server.submit(startup_s, fn, weight=self.host_cpu.mirrored)
+
+    def tensor_job(self, fn: Callback) -> None:
+        """A worker's per-tensor runtime work beside the ring (``HostCpu.tensor_s`` host seconds: the gradient's
+        hand-over to the communication thread, its events, the update call and the gate), then ``fn``: a job of
+        the host's cores as the start-up is (1/D of it on the emulated clock; the ring's N ranks each do it, so
+        it weighs N), or ``fn`` at once when the host is not modelled."""
+        h = self.host_cpu
+        if h is None or h.tensor_s <= 0:
+            fn()
+            return
+        self.cpu_server.submit(h.tensor_s / h.dilation, fn, weight=h.mirrored)
 
     def after(self, delay_s: float, fn: Callback) -> None:
         """Call ``fn`` ``delay_s`` seconds from now (one counted event)."""

@@ -47,6 +47,24 @@ DEFAULT_CPU_S_PER_BYTE = 2.09e-9
 # 4-rank row (not used to set it): 6 steps of 25.5 MB, 4 ranks' jobs on 2 cores at half speed each,
 # 1.283 s + 6 x 0.861 ms + 6 x 25.5e6 x 0.23e-9 x 2 = 1.359 s against 1.364 s measured.
 DEFAULT_SERIAL_S_PER_BYTE = 0.23e-9
+# The worker runtime's own host time per tensor beside the ring, for the all-reduce strategies (session 13,
+# issue 14): handing the gradient to the communication thread, flattening or copying it, the send_start /
+# send_end events, the update call (replay: a time.sleep of the tensor's update share, which Linux ends late),
+# the gate (mark_fresh and its event). Two paths: ``wfbp`` does all of it per tensor around one all-reduce per
+# tensor; the grouped strategies (``synceasgd``, and ``mgwfbp``/``mgwfbp-opt``/``local``, whose per-tensor
+# work after a group's all-reduce is the same sgd_ + mark_fresh loop) copy each gradient into the group's
+# buffer and update tensor by tensor after the group's ring. Source: `experiments/per_tensor_cost.py` (the real
+# Wfbp / SyncEasgd and ReplayEngine in one process, world = 1 so the ring returns at once; ResNet-50 replay
+# x0.01, 161 tensors; the host seconds beyond the replayed update share, per tensor, mean of D = 1, 2, 4, 8)
+# on this 2-core VM, 2026-11-26 09:22 UTC, 30 iterations, under the host's emulation lock (no emulation beside
+# it; load average 7.4 -> 6.6, lagging the emulation before): wfbp 137.7, 145.4, 134.0, 141.8 us at D = 1, 2,
+# 4, 8 (mean 140; CPU 79-91 us of it); synceasgd 125.4, 121.8, 114.3, 119.1 us (mean 120). Unlocked at 09:14
+# (an emulation beside it, load 4.4): wfbp 142-179, synceasgd 117-130 us.
+# The emulated runs agree in size: `wfbp` spent 0.10, 0.09, 0.06 ms of the emulated clock per tensor between
+# its all-reduces at 2, 4, 8 workers (D = 2, 4, 8; runs/sim-vs-emu-s11), the simulator 0.003 ms.
+# Used only with ``host_cores`` (HostCpu.tensor_s: a job of the host's cores after each tensor's update).
+DEFAULT_TENSOR_S = {"wfbp": 140e-6, "grouped": 120e-6}
+
 # The share of a link's rate that carries message bytes. The profiles' rate is the wire rate in L2 bytes
 # (netem/profiles/*.yaml: "wire rate, L2 bytes; TCP goodput ~0.957x"; tbf counts whole frames): a full
 # 1514-byte frame carries 1448 payload bytes (1500 MTU - 20 IP - 32 TCP with timestamps). README
@@ -54,6 +72,16 @@ DEFAULT_SERIAL_S_PER_BYTE = 0.23e-9
 # 1gbit profile, = iperf3. 1448 / 1514 = 0.9564.
 PAYLOAD_SHARE = 1448 / 1514
 EVENT_CAP = 2_000_000  # per-tensor events and spans beyond this many rows are not recorded
+
+
+def tensor_s_for(strategy: str) -> float:
+    """The measured per-tensor host seconds of ``strategy``'s path (:data:`DEFAULT_TENSOR_S`); 0 for strategies
+    whose per-tensor work is not modelled (the PS family, Stanza)."""
+    if strategy == "wfbp":
+        return DEFAULT_TENSOR_S["wfbp"]
+    if strategy in ("synceasgd", "mgwfbp", "mgwfbp-opt", "local"):
+        return DEFAULT_TENSOR_S["grouped"]
+    return 0.0
 
 
 class UnsupportedStrategy(SpecError):
@@ -105,7 +133,8 @@ class Simulation:
     def __init__(self, spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, workers: int | None = None,
                  record_events: bool | None = None, host_cores: float | None = None,
                  cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
-                 serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None, tbf_bucket: bool = True):
+                 serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None, tbf_bucket: bool = True,
+                 tensor_s: float | None = None):
         import torch
 
         from synclab.core import param_layout
@@ -128,6 +157,7 @@ class Simulation:
         if host_cores is not None:  # the emulator's one host: every node's data plane on `host_cores` cores
             host_cpu = HostCpu(host_cores, cpu_s_per_byte, serial_s_per_byte=serial_s_per_byte,
                                dilation=s.run.dilation,
+                               tensor_s=tensor_s_for(self.name) if tensor_s is None else tensor_s,
                                mirrored=self.world if self.mirror and self.world > 1 else 1)
         self.net = Network(self.env, self.rng, host_cpu)
         if host_cpu is not None:  # the measured start-up is the emulator host's time: 1/D of it emulated
@@ -255,14 +285,16 @@ def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events:
              workers: int | None = None, host_cores: float | None = None,
              cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
              serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None,
-             tbf_bucket: bool = True) -> SimResult:
+             tbf_bucket: bool = True, tensor_s: float | None = None) -> SimResult:
     """Simulate ``spec`` (as loaded by :func:`synclab.config.load_spec`); :class:`UnsupportedStrategy` or
     :class:`~synclab.config.SpecError` when it cannot.
 
     ``host_cores``: model the emulator's host (every node on one machine of that many cores, each byte
     moved costing ``cpu_s_per_byte`` CPU seconds, ``serial_s_per_byte`` of them after the message is in,
     ``run.dilation`` applied: :class:`~synclab.sim.network.HostCpu`, and the shaped NICs holding the
-    emulator's shaper buckets, :class:`~synclab.sim.network.TokenBucket`, unless ``tbf_bucket`` is False),
+    emulator's shaper buckets, :class:`~synclab.sim.network.TokenBucket`, unless ``tbf_bucket`` is False, and
+    the all-reduce workers' runtime spending ``tensor_s`` host seconds per tensor, ``Network.tensor_job``;
+    None: the measured value of the strategy's path, :func:`tensor_s_for`),
     for validation against the emulator; None (default) simulates a cluster whose nodes have their own
     CPUs and NICs."""
     if startup_s < 0:
@@ -270,7 +302,8 @@ def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events:
     spec, notes = prepare(spec)
     result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers,
                         host_cores=host_cores, cpu_s_per_byte=cpu_s_per_byte,
-                        serial_s_per_byte=serial_s_per_byte, shard_cpu=shard_cpu, tbf_bucket=tbf_bucket).run()
+                        serial_s_per_byte=serial_s_per_byte, shard_cpu=shard_cpu, tbf_bucket=tbf_bucket,
+                        tensor_s=tensor_s).run()
     if shard_cpu is not None:
         notes.append(f"PS shards' host CPU modelled: push {shard_cpu.push_s * 1e9:.2f}, update "
                      f"{shard_cpu.update_s * 1e9:.2f}, reply {shard_cpu.reply_s * 1e9:.2f} ns per value")

@@ -88,19 +88,22 @@ class RingModel:
         sim.ring(sum(sim.numels[t] for t in tensors), reduced)
 
     def _updates(self, it: int, tensors: list[int], done) -> None:
-        """The worker-side optimizer step per tensor (its share of update_seconds), then its gate opens."""
+        """The worker-side optimizer step per tensor (its share of update_seconds), then, with the emulator's
+        host modelled, the runtime's own work on that tensor (:meth:`~synclab.sim.network.Network.tensor_job`),
+        then its gate opens."""
         if not tensors:
             done()
             return
         t = tensors[0]
+        net = self.sim.net
 
         def updated() -> None:
             self.w.mark_fresh(t, it)
             self._updates(it, tensors[1:], done)
 
         start = self.sim.env.now
-        self.sim.net.after(self.sim.update_s[t], lambda: (self.sim.span(0, "update", it, start, self.sim.env.now),
-                                                          updated()))
+        net.after(self.sim.update_s[t], lambda: (self.sim.span(0, "update", it, start, self.sim.env.now),
+                                                 net.tensor_job(updated)))
 
     def on_backward_end(self, it: int) -> None:
         if self.profile_iterations and it <= self.profile_iterations:  # §5.1: rank 0's stopwatch
