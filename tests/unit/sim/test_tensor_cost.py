@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from synclab.cli import app
 from synclab.config import load_spec
 from synclab.sim.network import HostCpu, Network
 from synclab.sim.run import DEFAULT_TENSOR_S, simulate, tensor_s_for
+from support.scripts import load_experiment
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
@@ -95,9 +95,7 @@ def test_cli_tensor_cost_needs_host_cores_and_a_number(tmp_path):
 
 
 def test_the_measurement_script_times_the_real_path():
-    spec = importlib.util.spec_from_file_location("per_tensor_cost", REPO / "experiments" / "per_tensor_cost.py")
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
+    m = load_experiment("per_tensor_cost")
     for strategy in ("wfbp", "synceasgd"):
         r = m.measure("smallcnn", 32, 0.01, 2.0, 3, strategy)
         assert r["tensors"] > 0 and r["strategy"] == strategy and r["dilation"] == 2.0
