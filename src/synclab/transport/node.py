@@ -240,6 +240,7 @@ class NodeTransport:
         self._listener, self._tcp_services = sock, services
         self.tcp_port = sock.getsockname()[1]
         threading.Thread(target=self._accept_loop, name=f"tcp-accept-{self.name}", daemon=True).start()
+        log.info("%s: tcp data-plane engine listening on :%d (%s)", self.name, self.tcp_port, ", ".join(services))
 
     def _accept_loop(self) -> None:
         listener = self._listener
@@ -372,11 +373,18 @@ class NodeTransport:
 
     def _connect_tcp(self, peer: str, address: str, service: str) -> Link:
         host, _, port = address.rpartition(":")
-        try:
-            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=self.connect_timeout_s)
-        except (OSError, ValueError) as e:
-            raise PeerUnreachable(f"{self.name}: {peer} at {address} is unreachable over tcp "
-                                  f"(within {self.connect_timeout_s:g} s: {e})") from None
+        deadline, pause = time.monotonic() + self.connect_timeout_s, 0.02
+        while True:  # like gRPC's channel_ready_future: a peer that registered may not listen yet; retry until then
+            left = deadline - time.monotonic()
+            try:
+                sock = socket.create_connection((host.strip("[]"), int(port)), timeout=max(0.1, left))
+                break
+            except (OSError, ValueError) as e:
+                if not isinstance(e, ConnectionRefusedError) or left <= pause:
+                    raise PeerUnreachable(f"{self.name}: {peer} at {address} is unreachable over tcp "
+                                          f"(within {self.connect_timeout_s:g} s: {e})") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
         try:
             tcp.hello(sock, self._token, self.name, service)
             tcp.read_reply(sock)

@@ -144,3 +144,25 @@ def test_stream_address_picks_the_engines_port():
     assert stream_address(n, "tcp") == "10.0.0.2:5123"
     with pytest.raises(PeerUnreachable, match="w1 advertises no tcp data-plane port"):
         stream_address(pb.NodeInfo(name="w1", address="10.0.0.2:5000"), "tcp")
+
+
+def test_connect_waits_for_a_peer_that_listens_late():
+    """As gRPC's channel_ready_future does: a registered peer may open its listener a moment later."""
+    from synclab.roles.bootstrap import reserve_port
+
+    hold = reserve_port("127.0.0.1")
+    port = hold.getsockname()[1]
+    b = NodeTransport("b", TOKEN, on_message=lambda m: None, engine="tcp")
+
+    def late():
+        import time
+        time.sleep(0.4)
+        b.serve("127.0.0.1", 0, peer=True, tcp_port=port)
+        hold.close()
+
+    threading.Thread(target=late).start()
+    a = NodeTransport("a", TOKEN, on_message=lambda m: None, engine="tcp", connect_timeout_s=10)
+    a.connect("b", f"127.0.0.1:{port}", "peer")
+    assert b.reverse_link("a", timeout=5) is not None
+    a.close()
+    b.close()
