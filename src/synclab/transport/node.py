@@ -151,7 +151,9 @@ class _TcpStream:
                 tcp.send_frame(sock, frame)
             if link.abort_error is not None:
                 tcp.send_abort(sock, f"{self.owner.name} refused a frame from {self.peer}: {link.abort_error}")
-            sock.shutdown(socket.SHUT_WR)
+                sock.shutdown(socket.SHUT_WR)
+            else:
+                tcp.send_end(sock)
         except OSError as e:
             self.writer_error = e
             link.close(tcp.StreamBroken(f"sending to {self.peer} failed: {e}"))

@@ -20,8 +20,9 @@ unchanged. What gRPC gave the stream and what replaces it here:
   then the acceptor stops; the opener's reader raises :class:`StreamAborted`.
 * HTTP/2 flow control: TCP's own (a writer blocks in ``sendmsg`` while the
   peer's window is full, and the link's scheduler bounds what waits behind it).
-* the end of a stream (half-close): ``shutdown(SHUT_WR)``; the reader sees EOF
-  at a record boundary. EOF inside a record, or a socket error, is
+* the end of a stream (half-close): an end record, then ``shutdown(SHUT_WR)``
+  (:func:`send_end`). EOF without an end record (a crashed peer's kernel closes
+  its sockets too), EOF inside a record, or a socket error is
   :class:`StreamBroken` (what ``grpc.RpcError`` is on the gRPC engine).
 
 Copies: a record goes out in one ``sendmsg`` of its header and the frame's
@@ -46,7 +47,7 @@ MAGIC = b"SYNCLAB\x00"
 HELLO_MAX_BYTES = 4096
 _HELLO_HEAD = struct.Struct(">8sI")
 RECORD = struct.Struct(">BI")  # kind, body length
-FRAME_RECORD, ABORT_RECORD = 0, 1
+FRAME_RECORD, ABORT_RECORD, END_RECORD = 0, 1, 2
 ABORT_MAX_BYTES = 64 << 10
 SERVICES = ("ps", "peer")
 
@@ -159,6 +160,12 @@ def send_frame(sock: socket.socket, frame) -> int:
     return RECORD.size + len(body)
 
 
+def send_end(sock: socket.socket) -> None:
+    """End this direction of the stream: an end record, then the half-close."""
+    sock.sendall(RECORD.pack(END_RECORD, 0))
+    sock.shutdown(socket.SHUT_WR)
+
+
 def send_abort(sock: socket.socket, reason: str) -> None:
     body = reason.encode()[:ABORT_MAX_BYTES]
     _send_parts(sock, [RECORD.pack(ABORT_RECORD, len(body)), body])
@@ -181,8 +188,8 @@ class FrameReader:
         self._view = memoryview(self._buf)
         self._head = bytearray(RECORD.size)
 
-    def _fill(self, view: memoryview, n: int, what: str, at_boundary: bool) -> bool:
-        """Read exactly ``n`` bytes into ``view``; False at a clean EOF before the first byte of a record."""
+    def _fill(self, view: memoryview, n: int, what: str) -> None:
+        """Read exactly ``n`` bytes into ``view``."""
         got = 0
         while got < n:
             try:
@@ -193,23 +200,24 @@ class FrameReader:
                 err = self._broken()
                 if err is not None:
                     raise StreamBroken(f"the connection was torn down: {err}")
-                if at_boundary and got == 0:
-                    return False
+                if what == "record header" and got == 0:
+                    raise StreamBroken("the peer closed the connection without ending the stream (crashed, or "
+                                       "not a SyncLab tcp-engine peer)")
                 raise StreamBroken(f"the connection closed inside a {what} ({got} of {n} bytes): truncated")
             got += k
-        return True
 
     def __iter__(self) -> Iterator[WireFrame]:
         head = memoryview(self._head)
         while True:
-            if not self._fill(head, RECORD.size, "record header", True):
-                return
+            self._fill(head, RECORD.size, "record header")
             kind, n = RECORD.unpack(self._head)
+            if kind == END_RECORD:
+                return
             if kind == ABORT_RECORD:
                 if n > ABORT_MAX_BYTES:
                     raise FrameError(f"an abort record of {n} bytes exceeds {ABORT_MAX_BYTES}")
                 body = bytearray(n)
-                self._fill(memoryview(body), n, "abort record", False)
+                self._fill(memoryview(body), n, "abort record")
                 raise StreamAborted(f"the peer refused a frame and ended the stream: "
                                     f"{body.decode(errors='replace')}")
             if kind != FRAME_RECORD:
@@ -217,7 +225,7 @@ class FrameReader:
             if n > self.max_frame_bytes:
                 raise FrameError(f"a frame of {n} bytes exceeds this node's {self.max_frame_bytes}-byte frame "
                                  f"limit (transport.chunk_bytes plus header slack)")
-            self._fill(self._view, n, "frame", False)
+            self._fill(self._view, n, "frame")
             try:
                 frame = decode_frame(self._view[:n])
             except MalformedFrame as e:

@@ -166,3 +166,26 @@ def test_connect_waits_for_a_peer_that_listens_late():
     assert b.reverse_link("a", timeout=5) is not None
     a.close()
     b.close()
+
+
+def test_a_peer_that_dies_reaches_the_openers_error_handler():
+    """An acceptor that accepts, then vanishes without ending the stream (its process crashed): on_error, as an
+    UNAVAILABLE stream is on the gRPC engine."""
+    errors, got = [], threading.Event()
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+
+    def crash():
+        conn, _ = srv.accept()
+        tcp.read_hello(conn, TOKEN, ("peer",))
+        tcp.accept_reply(conn)
+        conn.close()
+
+    threading.Thread(target=crash).start()
+    a = NodeTransport("a", TOKEN, on_message=lambda m: None, engine="tcp",
+                      on_error=lambda peer, e: (errors.append((peer, e)), got.set()))
+    a.connect("b", f"127.0.0.1:{port}", "peer")
+    assert got.wait(10)
+    assert errors[0][0] == "b" and isinstance(errors[0][1], tcp.StreamBroken)
+    a.close(0.5)
+    srv.close()

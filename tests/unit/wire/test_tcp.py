@@ -29,7 +29,7 @@ def test_frames_round_trip_bit_identical(pair):
     t = torch.randn(10_000)
     msg = Message(MessageId(pb.COLLECTIVE, "grad", 2, 7, 1), t, priority=3)
     frames = list(chunk_frames(msg, "w0", chunk_bytes=4096))
-    sender = threading.Thread(target=lambda: ([tcp.send_frame(a, f) for f in frames], a.shutdown(socket.SHUT_WR)))
+    sender = threading.Thread(target=lambda: ([tcp.send_frame(a, f) for f in frames], tcp.send_end(a)))
     sender.start()
     reasm, got = Reassembler(max_chunk_bytes=4096), []
     for f in tcp.FrameReader(b, 4096 + 1024):
@@ -87,10 +87,22 @@ def test_truncated_frame_is_a_broken_stream_and_a_clean_end_is_not(pair):
         next(it)
     c, d = socket.socketpair()
     tcp.send_frame(c, f)
-    c.shutdown(socket.SHUT_WR)
-    assert [x.header.key for x in tcp.FrameReader(d, 1 << 16)] == ["k"]  # EOF at a record boundary: the end
+    tcp.send_end(c)
+    assert [x.header.key for x in tcp.FrameReader(d, 1 << 16)] == ["k"]  # an end record, then EOF: the end
     c.close()
     d.close()
+
+
+def test_eof_without_an_end_record_is_a_broken_stream(pair):
+    """A crashed peer's kernel closes its sockets at a record boundary too: that is not a clean end."""
+    a, b = pair
+    f = frame_for(pb.FrameHeader(kind=pb.COLLECTIVE, key="k", total_bytes=8, dtype=pb.UINT8, shape=[8]), bytes(8))
+    tcp.send_frame(a, f)
+    a.shutdown(socket.SHUT_WR)
+    it = iter(tcp.FrameReader(b, 1 << 16))
+    assert next(it).header.key == "k"
+    with pytest.raises(tcp.StreamBroken, match="without ending the stream"):
+        next(it)
 
 
 def test_abort_record_reaches_the_reader_with_its_reason(pair):
