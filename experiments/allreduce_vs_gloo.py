@@ -76,9 +76,11 @@ def _rank_gloo(rank: int, addresses: list[str], floats: int, repeats: int, piece
 
 
 def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pieces: str = "1",
-                  staged: bool = False, chunk_bytes: int = 1 << 20, torch_threads: int = 0) -> None:
+                  staged: bool = False, chunk_bytes: int = 1 << 20, torch_threads: int = 0,
+                  engine: str = "grpc") -> None:
     """``staged``: the transport reassembles every segment before the ring applies it (the receive path before
-    chunks were streamed into place); else chunks are added or copied into the tensor as they arrive."""
+    chunks were streamed into place); else chunks are added or copied into the tensor as they arrive.
+    ``engine``: what carries the ring's streams (``transport.engine``: grpc, or tcp on port SYNCLAB_PORT + 1)."""
     import torch
 
     from synclab.collective.ring import ring_allreduce_
@@ -100,9 +102,10 @@ def _rank_synclab(rank: int, addresses: list[str], floats: int, repeats: int, pi
     nxt, prev = (rank + 1) % world, (rank - 1) % world
     inbox = Inbox()
     node = NodeTransport(f"r{rank}", TOKEN, on_message=inbox.deliver, sinks=None if staged else inbox,
-                         chunk_bytes=chunk_bytes)
-    node.serve("0.0.0.0", SYNCLAB_PORT, peer=True)
-    link = node.connect(f"r{nxt}", f"{addresses[nxt]}:{SYNCLAB_PORT}", "peer")
+                         chunk_bytes=chunk_bytes, **({"engine": engine} if engine != "grpc" else {}))
+    node.serve("0.0.0.0", SYNCLAB_PORT, peer=True, **({"tcp_port": SYNCLAB_PORT + 1} if engine != "grpc" else {}))
+    port = SYNCLAB_PORT + 1 if engine == "tcp" else SYNCLAB_PORT
+    link = node.connect(f"r{nxt}", f"{addresses[nxt]}:{port}", "peer")
 
     def allreduce(flat, key: str, iteration: int) -> None:
         ring_allreduce_(flat, rank=rank, world=world, key=key, iteration=iteration, to_next=link, inbox=inbox,
@@ -176,7 +179,7 @@ def run_ranks(cluster, names: list[str], tool: str, floats: int, repeats: int, p
 def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | None = None,
             store_and_forward: bool = False, pieces: str = "1", staged_too: bool = False,
             rank_args: tuple[str, ...] = (), py_spy: Path | None = None, skip_gloo: bool = False,
-            baseline_src: Path | None = None) -> dict:
+            baseline_src: Path | None = None, tcp_too: bool = False) -> dict:
     """One point: a fresh cluster of ``n`` namespaces shaped by ``link``; gloo, SyncLab, then iperf3 in it."""
     from synclab.netem import bench
     from synclab.netem.netns import NetnsCluster, Topology
@@ -198,6 +201,8 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
         base = (run_ranks(c, names, "synclab", floats, repeats, pieces, src=baseline_src)
                 if baseline_src is not None else None)
         ours = run_ranks(c, names, "synclab", floats, repeats, pieces, rank_args=rank_args, py_spy=py_spy)
+        tcp = (run_ranks(c, names, "synclab", floats, repeats, pieces, rank_args=(*rank_args, "--engine", "tcp"))
+               if tcp_too else None)
         sf = (run_ranks(c, names, "synclab", floats, repeats, pieces="1", rank_args=rank_args)
               if store_and_forward else None)
         if bench.iperf3_available():
@@ -229,6 +234,12 @@ def measure(link: str, n: int, floats: int, repeats: int, notsent_lowat: int | N
         "synclab_threads_cpu_s_per_gb": {k: v / (ring_gb * repeats) for k, v in ours["threads_cpu_s"].items()},
         "synclab_store_forward_s": sf["seconds"] if sf else None,
         "pipeline_speedup": sf["seconds"] / ours["seconds"] if sf else None,
+        "tcp_s": tcp["seconds"] if tcp else None,
+        "tcp_speed_vs_gloo": gloo["seconds"] / tcp["seconds"] if tcp else None,
+        "tcp_cpu_s_per_gb": tcp["cpu_s"] / (ring_gb * repeats) if tcp else None,
+        "tcp_all_s": tcp["all_seconds"] if tcp else None,
+        "tcp_threads_cpu_s_per_gb": ({k: v / (ring_gb * repeats) for k, v in tcp["threads_cpu_s"].items()}
+                                     if tcp else None),
     }
 
 
@@ -331,12 +342,13 @@ def main() -> None:
         ap.add_argument("--staged", action="store_true")
         ap.add_argument("--chunk-bytes", type=int, default=1 << 20)
         ap.add_argument("--torch-threads", type=int, default=0)
+        ap.add_argument("--engine", choices=("grpc", "tcp"), default="grpc")
         a = ap.parse_args()
         if a.tool == "gloo":
             _rank_gloo(a.rank, a.addresses.split(","), a.floats, a.repeats)
         else:
             _rank_synclab(a.rank, a.addresses.split(","), a.floats, a.repeats, a.pieces, a.staged, a.chunk_bytes,
-                          a.torch_threads)
+                          a.torch_threads, a.engine)
         # The report is printed and the streams are closed: leave without interpreter teardown, where gRPC
         # core's threads can still be joinable as their objects are destroyed and abort the process
         # ("terminate called without an active exception", exit -6 after a correct report; seen in CI).
@@ -372,6 +384,9 @@ def main() -> None:
     ap.add_argument("--baseline-src", type=Path, default=None,
                     help="also run SyncLab's ring with `synclab` imported from this source tree (e.g. a checkout "
                          "of the code before a change; its defaults, not --chunk-bytes), just before the current one")
+    ap.add_argument("--tcp-too", action="store_true",
+                    help="also run SyncLab's ring on the tcp data-plane engine (transport.engine: tcp), same links, "
+                         "same run")
     ap.add_argument("--skip-gloo", action="store_true", help="SyncLab only (profiling; no ratio)")
     ap.add_argument("--out", type=Path, default=Path("runs/allreduce-vs-gloo"))
     a = ap.parse_args()
@@ -404,7 +419,7 @@ def main() -> None:
                 rows.append(measure(link, n, a.floats, a.repeats, a.notsent_lowat, a.store_and_forward, a.pieces,
                                     a.staged_too, ("--chunk-bytes", str(chunk_for(link, a.chunk_bytes)),
                                                    "--torch-threads", str(a.torch_threads)),
-                                    a.py_spy, a.skip_gloo, a.baseline_src))
+                                    a.py_spy, a.skip_gloo, a.baseline_src, a.tcp_too))
                 bar.advance(task)
 
     a.out.mkdir(parents=True, exist_ok=True)
@@ -448,6 +463,16 @@ def main() -> None:
     if a.baseline_src:
         console.print(_before_now_table(f"SyncLab's ring: before ({a.baseline_src}) vs now (same links, same run)",
                                         rows, "baseline", ("before", "now")))
+    if a.tcp_too:
+        t = Table(title="SyncLab's ring: grpc vs tcp data-plane engine (same links, same run)")
+        for col in ("link", "ranks", "gloo s", "grpc s", "tcp s", "grpc ÷ gloo (speed)", "tcp ÷ gloo (speed)",
+                    "CPU s/GB gloo", "CPU s/GB grpc", "CPU s/GB tcp"):
+            t.add_column(col, justify="right")
+        for r in rows:
+            t.add_row(r["link"], str(r["ranks"]), f"{r['gloo_s']:.3f}", f"{r['synclab_s']:.3f}", f"{r['tcp_s']:.3f}",
+                      f"{r['speed_vs_gloo']:.2f}", f"{r['tcp_speed_vs_gloo']:.2f}", f"{r['gloo_cpu_s_per_gb']:.2f}",
+                      f"{r['synclab_cpu_s_per_gb']:.2f}", f"{r['tcp_cpu_s_per_gb']:.2f}")
+        console.print(t)
     if ps_rows:
         t = Table(title="PS path: ResNet-50 push + pull through `ps`, 4 workers, 2 shards (mean iteration)")
         for col in ("link", "backend", "iteration s", "TCP ceiling s", "ceiling ÷ iteration"):

@@ -241,6 +241,16 @@ class TransportSpec(_Section):
     tls: bool = Field(False, description="mutual TLS on every gRPC connection: the local launcher makes a CA for "
                                          "the job (run_dir/tls); elsewhere SYNCLAB_TLS_DIR names the files "
                                          "(synclab tls init)")
+    engine: Literal["grpc", "tcp"] = Field("grpc", description="what carries the data-plane streams (the same "
+                                                               "synclab.v1 frames): grpc, or tcp (one plain TCP "
+                                                               "connection per stream, synclab.wire.tcp; no TLS); "
+                                                               "the control plane and PS pulls stay gRPC")
+
+    @model_validator(mode="after")
+    def _engine_tls(self):
+        if self.engine == "tcp" and self.tls:
+            raise ValueError("transport.engine tcp carries no TLS; use engine grpc with transport.tls")
+        return self
 
     @field_validator("chunk_bytes", "queue_bytes")
     @classmethod

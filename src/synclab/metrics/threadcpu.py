@@ -19,6 +19,7 @@ _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 ROLES = (
     ("main", re.compile(r"^MainThread$")),
     ("rx reader", re.compile(r"^rx-")),
+    ("tx writer (tcp engine)", re.compile(r"^tx-")),
     ("grpc server handler (sends)", re.compile(r"^ThreadPoolExecutor")),
     ("grpc request consumer (sends)", re.compile(r"consume_request_iterator")),
     ("grpc python poller", re.compile(r"channel_spin|_serve|poll|spin", re.I)),

@@ -11,6 +11,7 @@ from pathlib import Path
 from synclab.config import Spec, parse_spec
 from synclab.metrics import NodeMetrics, TrafficSampler, serve
 from synclab.roles.client import CoordinatorClient
+from synclab.transport.node import TCP_CAPABILITY
 from synclab.transport.shaper import LinkShaper
 from synclab.wire import pb
 from synclab.wire.frames import MessageLimits
@@ -53,12 +54,15 @@ class Joined:
     metrics: NodeMetrics
     sampler: TrafficSampler
     reservation: socket.socket | None = None  # holds ``port`` until the data-plane server binds it
+    tcp_port: int = 0  # the tcp engine's data-plane listener (transport.engine tcp; unused with grpc)
+    tcp_reservation: socket.socket | None = None
 
     def release_port(self) -> None:
-        """Let go of the reserved data-plane port; call once the data-plane server listens on it."""
-        if self.reservation is not None:
-            self.reservation.close()
-            self.reservation = None
+        """Let go of the reserved data-plane ports; call once the data-plane server listens on them."""
+        for hold in (self.reservation, self.tcp_reservation):
+            if hold is not None:
+                hold.close()
+        self.reservation = self.tcp_reservation = None
 
     @property
     def name(self) -> str:
@@ -71,18 +75,24 @@ def join(role: str, index: int, coordinator: str, token: str, *, host: str, adve
     hint = f"{role}{index if index >= 0 else ''}"
     client = CoordinatorClient(coordinator, token, hint, connect_timeout_s=connect_timeout_s)
     data_hold = None if port else reserve_port(host)
+    # The tcp engine's listener (transport.engine tcp): the spec comes with the registration reply, so its port
+    # is reserved and advertised (NodeInfo.capabilities) either way; a fixed --port P gives P + 1.
+    tcp_hold = None if port else reserve_port(host)
     metrics_hold = None if metrics_port else reserve_port(host)
     try:
+        tcp_port = port + 1 if port else tcp_hold.getsockname()[1]
         port = port or data_hold.getsockname()[1]
         metrics_port = metrics_port or metrics_hold.getsockname()[1]
-        reply = client.register(role, index, f"{advertise}:{port}", f"http://{advertise}:{metrics_port}/metrics")
+        reply = client.register(role, index, f"{advertise}:{port}", f"http://{advertise}:{metrics_port}/metrics",
+                                capabilities=(f"{TCP_CAPABILITY}{tcp_port}",))
         spec = parse_spec(json.loads(reply.spec_json))
         # Wire-level counters are per node only in a namespace or container; on loopback they are shared.
         metrics = NodeMetrics(reply.node.name, role, interfaces=["lo"] if spec.network.isolation == "none" else None)
         serve(metrics, host=host, port=metrics_port)
     except BaseException:
-        if data_hold is not None:
-            data_hold.close()
+        for hold in (data_hold, tcp_hold):
+            if hold is not None:
+                hold.close()
         raise
     finally:
         if metrics_hold is not None:
@@ -90,7 +100,8 @@ def join(role: str, index: int, coordinator: str, token: str, *, host: str, adve
     run_dir = Path(reply.run_dir)
     sampler = TrafficSampler(metrics, run_dir / f"traffic-{reply.node.name}.csv").start()
     log.info("%s registered; data plane :%d, metrics :%d", reply.node.name, port, metrics_port)
-    return Joined(client, reply.node, spec, run_dir, port, metrics, sampler, reservation=data_hold)
+    return Joined(client, reply.node, spec, run_dir, port, metrics, sampler, reservation=data_hold,
+                  tcp_port=tcp_port, tcp_reservation=tcp_hold)
 
 
 def message_limits(cls, plan, params, spec, element_bytes: int = 4) -> MessageLimits:

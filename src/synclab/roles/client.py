@@ -53,10 +53,11 @@ class CoordinatorClient:
                 raise CoordinatorUnreachable(f"lost the coordinator at {self.address}: {e.details()}") from None
             raise
 
-    def register(self, role: str, index: int, address: str, metrics_url: str) -> pb.RegisterReply:
+    def register(self, role: str, index: int, address: str, metrics_url: str,
+                 capabilities: tuple[str, ...] = ()) -> pb.RegisterReply:
         reply = self._call(self.stub.Register, pb.RegisterRequest(
             role=ROLE_NAMES[role], requested_index=index, address=address, metrics_url=metrics_url,
-            placement=node_placement()), timeout=30)
+            capabilities=list(capabilities), placement=node_placement()), timeout=30)
         self.node = reply.node.name
         return reply
 

@@ -55,9 +55,10 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
                               shaper=shaper_for(spec, "ps"), meter=j.metrics,
                               connect_timeout_s=spec.run.connect_timeout_s, spans=spans,
                               keepalive_scale=spec.run.dilation,
-                              limits=MessageLimits.for_payload(0, spec.transport.queue_bytes))  # the plan widens them
+                              limits=MessageLimits.for_payload(0, spec.transport.queue_bytes),  # the plan widens them
+                              engine=spec.transport.engine)
     try:
-        transport.serve(host, j.port, ps=True, pull_handler=pull)
+        transport.serve(host, j.port, ps=True, pull_handler=pull, tcp_port=j.tcp_port)
     finally:
         j.release_port()
     report_network(spec, "ps", j.metrics)

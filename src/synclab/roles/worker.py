@@ -27,7 +27,7 @@ from synclab.roles.bootstrap import join, message_limits, report_network, reshap
 from synclab.roles.client import JobAborted
 from synclab.strategies import WorkerContext, registry
 from synclab.transport.inbox import Inbox
-from synclab.transport.node import NodeTransport
+from synclab.transport.node import NodeTransport, stream_address
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb
 from synclab.wire.frames import MessageLimits
@@ -89,9 +89,10 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     transport = NodeTransport(j.name, token, on_message=inbox.deliver, on_error=on_error, policy=cls.send_policy,
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
                               shaper=shaper_for(spec, "worker"), meter=metrics, connect_timeout_s=spec.run.connect_timeout_s,
-                              spans=spans, keepalive_scale=spec.run.dilation, limits=limits, sinks=inbox)
+                              spans=spans, keepalive_scale=spec.run.dilation, limits=limits, sinks=inbox,
+                              engine=spec.transport.engine)
     try:
-        transport.serve(host, j.port, peer=True)
+        transport.serve(host, j.port, peer=True, tcp_port=j.tcp_port)
     finally:
         j.release_port()
     report_network(spec, "worker", metrics)
@@ -122,9 +123,10 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         engine.attach(strategy)
         rng = _resume(spec, engine, strategy, j.run_dir, j.name) if spec.run.resume_from else None
         for i, n in shards.items():
-            ctx.ps_links[i] = transport.connect(n.name, n.address, "ps")
+            ctx.ps_links[i] = transport.connect(n.name, stream_address(n, transport.engine), "ps")
         for r in sorted(strategy.peers()):
-            ctx.peer_links[r] = transport.connect(workers[r].name, workers[r].address, "peer")
+            ctx.peer_links[r] = transport.connect(workers[r].name, stream_address(workers[r], transport.engine),
+                                                  "peer")
         n_nodes = len(nodes)
         client.barrier("connected", n_nodes)
         strategy.setup()

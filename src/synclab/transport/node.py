@@ -16,12 +16,24 @@ them loses its stream; the server and every other stream carry on.
 whose destination was named in advance (``Inbox.expect_into``) are written into
 it chunk by chunk as they arrive instead of being reassembled first
 (:class:`~synclab.wire.frames.Reassembler`); ``on_message`` sees only the others.
+
+``engine`` (``transport.engine``): ``grpc`` (the default) carries each data-plane
+stream as a gRPC bidirectional stream; ``tcp`` as one plain TCP connection
+(:mod:`synclab.wire.tcp`: a hello, then length-prefixed ``synclab.v1`` frames),
+listened for on a second port (:meth:`NodeTransport.serve` ``tcp_port``) and
+found through the node's ``tcp-data-port=`` capability (:func:`stream_address`).
+Either way a stream is bidirectional, the acceptor answers on its reverse
+(:meth:`reverse_link`), and errors reach the same handlers; the gRPC server
+still serves everything else (PS pulls).
 """
 
 from __future__ import annotations
 
 import logging
+import select
+import socket
 import threading
+import time
 from typing import Callable, Iterable
 
 import grpc
@@ -32,6 +44,8 @@ from synclab.transport.scheduler import SchedulerGroup
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb
 from synclab.wire.channels import (
+    KEEPALIVE_TIME_MS,
+    KEEPALIVE_TIMEOUT_MS,
     bind,
     caller_node,
     make_server,
@@ -40,7 +54,16 @@ from synclab.wire.channels import (
     peer_stream_handlers,
     ps_stream_handlers,
 )
-from synclab.wire.frames import CONSUMED, FrameError, MessageLimits, Reassembler, Received, SinkSource
+from synclab.wire.frames import (
+    CONSUMED,
+    HEADER_SLACK_BYTES,
+    FrameError,
+    MessageLimits,
+    Reassembler,
+    Received,
+    SinkSource,
+)
+from synclab.wire import tcp
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +76,117 @@ class PeerUnreachable(ConnectionError):
     pass
 
 
+ENGINES = ("grpc", "tcp")
+TCP_CAPABILITY = "tcp-data-port="  # NodeInfo.capabilities entry: the port of the node's tcp-engine listener
+
+
+def stream_address(node: pb.NodeInfo, engine: str) -> str:
+    """Where to open a data-plane stream to ``node``: its gRPC address, or for the tcp engine the same host at
+    the port its ``tcp-data-port=`` capability names."""
+    if engine == "grpc":
+        return node.address
+    for cap in node.capabilities:
+        if cap.startswith(TCP_CAPABILITY):
+            host = node.address.rsplit(":", 1)[0]
+            return f"{host}:{cap[len(TCP_CAPABILITY):]}"
+    raise PeerUnreachable(f"{node.name} advertises no tcp data-plane port (capabilities {list(node.capabilities)}); "
+                          f"every node of a transport.engine=tcp job must run a SyncLab with the tcp engine")
+
+
+def _tune(sock: socket.socket, keepalive_scale: float) -> None:
+    """The gRPC engine's connection settings on a tcp-engine socket: no Nagle delay, keepalive probes, and the
+    same TCP_USER_TIMEOUT (synclab.wire.channels: KEEPALIVE_*), stretched by run.dilation."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if hasattr(socket, "TCP_KEEPIDLE"):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, max(1, int(KEEPALIVE_TIME_MS * keepalive_scale / 1000)))
+    if hasattr(socket, "TCP_USER_TIMEOUT"):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(KEEPALIVE_TIMEOUT_MS * keepalive_scale))
+
+
+class _TcpStream:
+    """One tcp-engine connection: a writer thread drains a link into it, a reader thread feeds ``_read``."""
+
+    def __init__(self, owner: "NodeTransport", sock: socket.socket, peer: str, link: Link, accepted: bool):
+        self.owner, self.sock, self.peer, self.link, self.accepted = owner, sock, peer, link, accepted
+        self.writer_error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._ends = 0
+        self.reader = threading.Thread(target=self._reader, name=f"rx-{owner.name}-{peer}", daemon=True)
+        self.writer = threading.Thread(target=self._writer, name=f"tx-{owner.name}-{peer}", daemon=True)
+
+    def start(self) -> None:
+        self.reader.start()
+        self.writer.start()
+
+    def _reader(self) -> None:
+        frames = tcp.FrameReader(self.sock, self.owner.chunk_bytes + HEADER_SLACK_BYTES, lambda: self.writer_error)
+        try:
+            self.owner._read(self.peer, frames, self.link if self.accepted else None)
+            if self.accepted and self.link.abort_error is not None:
+                self._drain()
+        finally:
+            if not self.accepted:  # the opener's stream is over: stop sending too (gRPC ends the whole call)
+                self.link.close(tcp.StreamBroken(f"the stream to {self.peer} ended"))
+            self._end()
+
+    def _drain(self) -> None:
+        """After refusing a frame: discard what the opener still sends until it half-closes (it does once it
+        reads the abort record), so closing does not reset the connection before the abort record is read."""
+        deadline = time.monotonic() + self.owner.connect_timeout_s
+        scratch = bytearray(1 << 16)
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                if not select.select([self.sock], [], [], left)[0]:
+                    return
+                if self.sock.recv_into(scratch) == 0:
+                    return
+            except (OSError, ValueError):
+                return
+
+    def _writer(self) -> None:
+        sock, link = self.sock, self.link
+        try:
+            for frame in link.frames():
+                tcp.send_frame(sock, frame)
+            if link.abort_error is not None:
+                tcp.send_abort(sock, f"{self.owner.name} refused a frame from {self.peer}: {link.abort_error}")
+                sock.shutdown(socket.SHUT_WR)
+            else:
+                tcp.send_end(sock)
+        except OSError as e:
+            self.writer_error = e
+            link.close(tcp.StreamBroken(f"sending to {self.peer} failed: {e}"))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wake the reader: it reports the failure
+            except OSError:
+                pass
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        with self._lock:
+            self._ends += 1
+            done = self._ends == 2
+        if done:
+            self.sock.close()
+
+    def kill(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class NodeTransport:
     def __init__(self, name: str, token: str, *, on_message: MessageHandler, on_error: ErrorHandler | None = None,
                  policy: str = "fifo", chunk_bytes: int = 1 << 20, queue_bytes: int = 64 << 20,
                  shaper: LinkShaper | None = None, meter: ByteMeter | None = None, connect_timeout_s: float = 30.0,
                  max_streams: int = 64, spans: SpanLog | None = None, keepalive_scale: float = 1.0,
-                 limits: MessageLimits | None = None, sinks: SinkSource | None = None):
+                 limits: MessageLimits | None = None, sinks: SinkSource | None = None, engine: str = "grpc"):
+        if engine not in ENGINES:
+            raise ValueError(f"unknown data-plane engine {engine!r}; known: {', '.join(ENGINES)}")
+        self.engine = engine
         self.name, self._token = name, token
         self.sinks = sinks
         self.limits = limits if limits is not None else MessageLimits()  # shared by every stream's Reassembler
@@ -77,10 +205,18 @@ class NodeTransport:
         self._cv = threading.Condition()
         self._server: grpc.Server | None = None
         self._closing = False
+        self._listener: socket.socket | None = None
+        self._tcp_services: tuple[str, ...] = ()
+        self._tcp_streams: list[_TcpStream] = []
+        self.tcp_port: int | None = None
 
     # -- server side -----------------------------------------------------------------
     def serve(self, host: str = "0.0.0.0", port: int = 0, *, ps: bool = False, peer: bool = False,
-              pull_handler: PullHandler | None = None) -> int:
+              pull_handler: PullHandler | None = None, tcp_port: int = 0) -> int:
+        """Start the gRPC server on ``port`` (the bound port is returned); with the tcp engine also listen for
+        data-plane streams on ``tcp_port`` (0: any; the bound one is :attr:`tcp_port`)."""
+        if self.engine == "tcp":
+            self._listen_tcp(host, tcp_port, tuple(s for s, on in (("ps", ps), ("peer", peer)) if on))
         server = make_server(self._token, self._max_streams, self.chunk_bytes,
                              keepalive_scale=self.keepalive_scale)
         if ps:
@@ -93,6 +229,62 @@ class NodeTransport:
         server.start()
         self._server = server
         return bound
+
+    def _listen_tcp(self, host: str, port: int, services: tuple[str, ...]) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # roles.bootstrap.reserve_port holds it
+            sock.bind((host if host != "0.0.0.0" else "", port))
+            sock.listen(self._max_streams)
+        except OSError as e:
+            sock.close()
+            raise OSError(f"{self.name}: cannot bind the tcp data-plane listener to {host}:{port}: {e}") from None
+        self._listener, self._tcp_services = sock, services
+        self.tcp_port = sock.getsockname()[1]
+        threading.Thread(target=self._accept_loop, name=f"tcp-accept-{self.name}", daemon=True).start()
+        log.info("%s: tcp data-plane engine listening on :%d (%s)", self.name, self.tcp_port, ", ".join(services))
+
+    def _accept_loop(self) -> None:
+        listener = self._listener
+        while True:
+            try:
+                conn, addr = listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._accept_tcp, args=(conn, addr), name=f"tcp-hello-{self.name}",
+                             daemon=True).start()
+
+    def _accept_tcp(self, conn: socket.socket, addr) -> None:
+        """Check an opener's hello, answer it, then serve the connection like :meth:`_accept_stream`."""
+        try:
+            conn.settimeout(self.connect_timeout_s)
+            try:
+                peer, _service = tcp.read_hello(conn, self._token, self._tcp_services)
+            except tcp.HelloRefused as e:
+                log.warning("%s: refusing a tcp data-plane connection from %s: %s", self.name, addr, e)
+                tcp.refuse_reply(conn, str(e))
+                conn.close()
+                return
+            live = sum(1 for st in self._tcp_streams if st.accepted and st.reader.is_alive())
+            if live >= self._max_streams or self._closing:
+                tcp.refuse_reply(conn, f"{self.name} serves at most {self._max_streams} streams"
+                                 if not self._closing else f"{self.name} is closing")
+                conn.close()
+                return
+            tcp.accept_reply(conn)
+            conn.settimeout(None)
+            _tune(conn, self.keepalive_scale)
+        except OSError as e:
+            log.warning("%s: a tcp data-plane connection from %s failed during its hello: %s", self.name, addr, e)
+            conn.close()
+            return
+        link = self._new_link(peer)
+        stream = _TcpStream(self, conn, peer, link, accepted=True)
+        self._tcp_streams.append(stream)
+        with self._cv:
+            self._links[peer] = link
+            self._cv.notify_all()
+        stream.start()
 
     def set_limits(self, limits: MessageLimits) -> None:
         """Apply new limits to this node's streams, open ones included."""
@@ -140,7 +332,7 @@ class NodeTransport:
             else:
                 self.on_error(peer, e)
             return
-        except grpc.RpcError as e:
+        except (grpc.RpcError, tcp.StreamBroken, tcp.StreamAborted) as e:
             if reverse is not None:
                 reverse.close(e)
             if not self._closing:
@@ -157,7 +349,10 @@ class NodeTransport:
 
     # -- client side -----------------------------------------------------------------
     def connect(self, peer: str, address: str, service: str) -> Link:
-        """Open the long-lived stream to ``peer``'s ``service`` ('ps' or 'peer')."""
+        """Open the long-lived stream to ``peer``'s ``service`` ('ps' or 'peer'); ``address``: the peer's gRPC
+        address, or with the tcp engine its tcp listener's (:func:`stream_address`)."""
+        if self.engine == "tcp":
+            return self._connect_tcp(peer, address, service)
         channel = open_channel(address, self._token, self.name, self.chunk_bytes,
                                keepalive_scale=self.keepalive_scale)
         try:
@@ -173,6 +368,41 @@ class NodeTransport:
                                   daemon=True)
         reader.start()
         self._client_readers.append(reader)
+        with self._cv:
+            self._links[peer] = link
+            self._cv.notify_all()
+        return link
+
+    def _connect_tcp(self, peer: str, address: str, service: str) -> Link:
+        host, _, port = address.rpartition(":")
+        deadline, pause = time.monotonic() + self.connect_timeout_s, 0.02
+        while True:  # like gRPC's channel_ready_future: a peer that registered may not listen yet; retry until then
+            left = deadline - time.monotonic()
+            try:
+                sock = socket.create_connection((host.strip("[]"), int(port)), timeout=max(0.1, left))
+                break
+            except (OSError, ValueError) as e:
+                if not isinstance(e, ConnectionRefusedError) or left <= pause:
+                    raise PeerUnreachable(f"{self.name}: {peer} at {address} is unreachable over tcp "
+                                          f"(within {self.connect_timeout_s:g} s: {e})") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+        try:
+            tcp.hello(sock, self._token, self.name, service)
+            tcp.read_reply(sock)
+        except tcp.HelloRefused as e:
+            sock.close()
+            raise tcp.HelloRefused(f"{self.name}: {peer} at {address} refused the tcp data-plane stream: {e}") from None
+        except OSError as e:
+            sock.close()
+            raise PeerUnreachable(f"{self.name}: {peer} at {address} did not complete the tcp hello: {e}") from None
+        sock.settimeout(None)
+        _tune(sock, self.keepalive_scale)
+        link = self._new_link(peer)
+        stream = _TcpStream(self, sock, peer, link, accepted=False)
+        self._tcp_streams.append(stream)
+        self._client_readers.append(stream.reader)
+        stream.start()
         with self._cv:
             self._links[peer] = link
             self._cv.notify_all()
@@ -199,8 +429,17 @@ class NodeTransport:
         self._closing = True
         for link in list(self._links.values()):
             link.close()
+        for stream in list(self._tcp_streams):  # also a link _links lost to a second stream with the same peer
+            stream.link.close()
         for reader in self._client_readers:  # the peer ends its side once ours is half-closed
             reader.join(timeout=grace_s)
+        if self._listener is not None:
+            self._listener.close()
+            deadline = time.monotonic() + grace_s
+            for stream in list(self._tcp_streams):  # the server's grace, then cut (as grpc's stop does)
+                stream.reader.join(timeout=max(0.0, deadline - time.monotonic()))
+                stream.writer.join(timeout=max(0.0, deadline - time.monotonic()))
+                stream.kill()
         if self._server is not None:
             self._server.stop(grace_s).wait(grace_s + 1)
         for ch in self._channels:

@@ -108,8 +108,9 @@ def _child_pid(parent: int, *words: str) -> int:
     raise AssertionError(f"no child of {parent} runs {' '.join(words)}")
 
 
-def test_crashed_worker_tears_down_the_cluster(tmp_path, start_run):
-    proc = start_run(tmp_path, *FAST, "strategy.name=wfbp", "run.iterations=100000")
+@pytest.mark.parametrize("engine", ["grpc", "tcp"])
+def test_crashed_worker_tears_down_the_cluster(tmp_path, start_run, engine):
+    proc = start_run(tmp_path, *FAST, "strategy.name=wfbp", "run.iterations=100000", f"transport.engine={engine}")
     _wait_for_iterations(tmp_path, 2)
     os.kill(_child_pid(proc.pid, "worker", "--rank", "1"), signal.SIGKILL)
     _, err = proc.communicate(timeout=120)

@@ -95,3 +95,17 @@ def test_chunk_bytes_other_words_are_refused():
 
     with _pytest.raises(ValidationError):
         Spec(transport={"chunk_bytes": "big"})
+
+
+def test_transport_engine_defaults_to_grpc_and_accepts_tcp():
+    assert parse_spec({}).transport.engine == "grpc"
+    assert parse_spec({}, ["transport.engine=tcp"]).transport.engine == "tcp"
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (["transport.engine=udp"], "transport.engine"),
+    (["transport.engine=tcp", "transport.tls=true"], "engine tcp carries no TLS"),
+])
+def test_transport_engine_bad_values_are_clear_errors(overrides, match):
+    with pytest.raises(SpecError, match=match):
+        parse_spec({}, overrides)

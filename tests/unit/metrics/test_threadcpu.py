@@ -40,6 +40,7 @@ def test_roles_of_names():
     assert role_of("native:python") == "native (torch OpenMP / unnamed)"
     assert role_of("native:default-execu").startswith("grpc core")
     assert role_of("something") == "other python"
+    assert role_of("tx-r0-r1") == "tx writer (tcp engine)"
 
 
 def test_a_comm_with_spaces_and_parentheses_is_read(tmp_path):
