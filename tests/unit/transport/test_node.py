@@ -6,12 +6,12 @@ import grpc
 import pytest
 import torch
 
-from synclab.collective.ring import ring_allreduce_
 from synclab.transport.inbox import Inbox
 from synclab.transport.node import NodeTransport, PeerUnreachable
 from synclab.wire import pb, rpc
 from synclab.wire.channels import open_channel
 from synclab.wire.frames import Message, MessageId
+from support.rings import ring_over_transports
 
 TOKEN = "t0ken"
 
@@ -102,38 +102,12 @@ def test_ring_allreduce_over_real_streams(world, slow_rank0, pieces, numel, stre
     through the ring (4 parts of 7 elements: some of their 3 segments are empty). ``streamed``: the transports
     add or copy each chunk into place as it arrives (``sinks=inbox``), else segments are reassembled first; the
     sums must be bit-identical either way (100,003 elements: segments of several 16 KiB chunks)."""
-    from synclab.transport.shaper import LinkShaper
-
-    inboxes = [Inbox() for _ in range(world)]
-    nodes = [NodeTransport(f"w{r}", TOKEN, on_message=inboxes[r].deliver, chunk_bytes=16 << 10,
-                           shaper=LinkShaper(rate_bps=20e6) if slow_rank0 and r == 0 else None,
-                           sinks=inboxes[r] if streamed else None)
-             for r in range(world)]
-    ports = [n.serve("127.0.0.1", 0, peer=True) for n in nodes]
-    links = [nodes[r].connect(f"w{(r + 1) % world}", f"127.0.0.1:{ports[(r + 1) % world]}", "peer")
-             for r in range(world)]
     data = [torch.randn(numel) for _ in range(world)]
     expected = sum(data)
-    results = [None] * world
-
-    def run(r):
-        flat = ring_allreduce_(data[r].clone(), rank=r, world=world, key="g", iteration=1, to_next=links[r],
-                               inbox=inboxes[r], prev_name=f"w{(r - 1) % world}", pieces=pieces)
-        results[r] = flat.clone()
-        flat.zero_()  # a send still reading ``flat`` would now carry zeros
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    results = ring_over_transports(data, pieces=pieces, streamed=streamed, slow_rank0=slow_rank0, token=TOKEN)
     for r in range(world):
         assert torch.allclose(results[r], expected, atol=1e-4)
         assert torch.equal(results[r], results[0])  # bit-identical on every rank
-    for r in range(world):
-        assert not inboxes[r]._sinks and not inboxes[r]._early  # nothing left waiting, nothing held
-    for n in nodes:
-        n.close()
 
 
 class OrderMeter(Meter):

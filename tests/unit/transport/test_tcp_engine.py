@@ -7,47 +7,19 @@ import threading
 import pytest
 import torch
 
-from synclab.collective.ring import ring_allreduce_
 from synclab.transport.inbox import Inbox
 from synclab.transport.node import NodeTransport, PeerUnreachable, stream_address
 from synclab.wire import pb, tcp
 from synclab.wire.frames import Message, MessageId
+from support.rings import ring_over_transports
 
 TOKEN = "t0ken"
 
 
 def _ring(engine: str, world: int, data, pieces: int, streamed: bool, slow_rank0: bool):
-    from synclab.transport.shaper import LinkShaper
-
-    inboxes = [Inbox() for _ in range(world)]
-    nodes = [NodeTransport(f"w{r}", TOKEN, on_message=inboxes[r].deliver, chunk_bytes=16 << 10, engine=engine,
-                           shaper=LinkShaper(rate_bps=20e6) if slow_rank0 and r == 0 else None,
-                           sinks=inboxes[r] if streamed else None)
-             for r in range(world)]
-    ports = [n.serve("127.0.0.1", 0, peer=True) for n in nodes]
-    if engine == "tcp":
-        ports = [n.tcp_port for n in nodes]
-        assert all(ports) and len(set(ports)) == world
-    links = [nodes[r].connect(f"w{(r + 1) % world}", f"127.0.0.1:{ports[(r + 1) % world]}", "peer")
-             for r in range(world)]
-    results = [None] * world
-
-    def run(r):
-        flat = ring_allreduce_(data[r].clone(), rank=r, world=world, key="g", iteration=1, to_next=links[r],
-                               inbox=inboxes[r], prev_name=f"w{(r - 1) % world}", pieces=pieces)
-        results[r] = flat.clone()
-        flat.zero_()
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    for r in range(world):
-        assert not inboxes[r]._sinks and not inboxes[r]._early
-    for n in nodes:
-        n.close()
-    return results
+    assert len(data) == world
+    return ring_over_transports(data, pieces=pieces, streamed=streamed, slow_rank0=slow_rank0, engine=engine,
+                                token=TOKEN)
 
 
 @pytest.mark.parametrize("streamed", [True, False], ids=["into-place", "staged"])
