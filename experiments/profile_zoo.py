@@ -8,6 +8,14 @@ checked-in GPU profiles::
     python experiments/profile_zoo.py --device cuda
     python experiments/profile_zoo.py --device cpu --batches primary --iterations 3 --warmup 1 --models resnet50,vgg16
 
+On a lent GPU machine with little time, ``--in-process`` profiles every job in this one process (one CUDA
+start-up instead of one per job), ``--tf32 off`` keeps convolutions and matrix products in true FP32 (the
+papers' K80, P4000 and V100 have no TF32; PyTorch lets cuDNN use it on Ampere and later by default), and
+``--plain N`` also times N whole iterations with no per-layer synchronization
+(``meta.plain_iteration_seconds``), so the profiler's own synchronization cost is on record::
+
+    python experiments/profile_zoo.py --device cuda --in-process --tf32 off --plain 20 --out-dir profiles/gpu-h100
+
 Each model runs in its own process (``synclab profile``), so one that fails
 (e.g. out of memory) is reported and the rest go on.
 """
@@ -34,6 +42,12 @@ def main() -> None:
     ap.add_argument("--batches", default="all", choices=["all", "primary"],
                     help="every batch size the papers used, or only the first of each model")
     ap.add_argument("--skip-existing", action="store_true")
+    ap.add_argument("--in-process", action="store_true",
+                    help="profile every job in this process (one CUDA start-up) instead of one process each")
+    ap.add_argument("--tf32", default="default", choices=["default", "off"],
+                    help="off: no TF32 in cuDNN convolutions or matrix products (true FP32, as the papers' GPUs)")
+    ap.add_argument("--plain", type=int, default=0,
+                    help="also time this many whole iterations without per-layer synchronization")
     ap.add_argument("--update-only", action="store_true",
                     help="add update_seconds (one optimizer step, measured alone) to existing profiles that lack it")
     args = ap.parse_args()
@@ -42,6 +56,9 @@ def main() -> None:
             for batch in PAPER_BATCHES[model][: None if args.batches == "all" else 1]]
     if args.update_only:
         add_update_seconds(jobs, args)
+        return
+    if args.in_process:
+        profile_in_process(jobs, args)
         return
     for model, batch in jobs:
         out = f"{args.out_dir}/{profile_file_name(model, batch, args.device)}"
@@ -56,6 +73,45 @@ def main() -> None:
               + " ".join(tail), flush=True)
         if r.returncode:
             failed.append(f"{model} b{batch}")
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)}")
+
+
+def profile_in_process(jobs: list[tuple[str, int]], args) -> None:
+    """Every job in this process; a job that fails (out of memory, say) is reported and the rest go on."""
+    import torch
+
+    from synclab.compute.profile import parse_model_profile, profile_file_name
+    from synclab.compute.profiler import measure_plain_iteration_seconds, measure_profile
+
+    if args.tf32 == "off":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    os.makedirs(args.out_dir, exist_ok=True)
+    failed = []
+    for model, batch in jobs:
+        out = f"{args.out_dir}/{profile_file_name(model, batch, args.device)}"
+        if args.skip_existing and os.path.exists(out):
+            continue
+        t0 = time.time()
+        try:
+            prof = measure_profile(model, batch_size=batch, device=args.device, iterations=args.iterations,
+                                   warmup=args.warmup)
+            data = prof.model_dump(mode="json")
+            data["meta"]["tf32"] = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+            if args.plain:
+                data["meta"]["plain_iteration_seconds"] = measure_plain_iteration_seconds(
+                    model, batch_size=batch, device=args.device, iterations=args.plain, warmup=args.warmup)
+            open(out, "w").write(parse_model_profile(data, source=out).to_json())
+            plain = data["meta"].get("plain_iteration_seconds", {}).get("median")
+            print(f"{model} b{batch}: ok in {time.time() - t0:.0f} s; forward {prof.forward_seconds * 1e3:.2f} ms, "
+                  f"backward {prof.backward_seconds * 1e3:.2f} ms"
+                  + (f", plain iteration {plain * 1e3:.2f} ms" if plain else ""), flush=True)
+        except (RuntimeError, ValueError) as e:  # torch.cuda.OutOfMemoryError is a RuntimeError
+            print(f"{model} b{batch}: FAILED in {time.time() - t0:.0f} s: {str(e).splitlines()[0]}", flush=True)
+            failed.append(f"{model} b{batch}")
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
     if failed:
         sys.exit(f"failed: {', '.join(failed)}")
 

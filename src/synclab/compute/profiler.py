@@ -242,3 +242,43 @@ def measure_update_seconds(model_name: str, *, device: str = "cpu", iterations: 
     med = statistics.median(times)
     return med, {"median": med, "min": min(times), "max": max(times),
                  "relative_spread": (max(times) - min(times)) / med if med > 0 else 0.0}
+
+
+def measure_plain_iteration_seconds(model_name: str, *, batch_size: int, device: str = "cpu", iterations: int = 10,
+                                    warmup: int = 3, options: dict | None = None, seed: int = 0) -> dict:
+    """Whole training iterations (forward, backward, SGD step) with no per-layer stamps: their median and spread.
+
+    :func:`measure_profile` synchronizes a GPU at every layer and tensor (MG-WFBP §5.1), which serializes
+    kernels that would otherwise overlap; this is the same iteration timed only at its ends, so the cost of
+    the per-layer synchronization can be read off (``profile_zoo.py --plain``) and a calibration can use the
+    iteration as a framework runs it.
+    """
+    from synclab.data import make_dataset
+    from synclab.models import build_model, model_input_spec
+
+    options = dict(options or {})
+    dev = torch.device(device)
+    torch.manual_seed(seed)
+    model = build_model(model_name, **options).to(dev)
+    model.train()
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = make_dataset("synthetic", model_input_spec(model_name, **options), seed=seed, size=batch_size).batch(
+        0, 0, 1, batch_size)
+    x, y = x.to(dev), y.to(dev)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-9, momentum=0.9,
+                          weight_decay=1e-4)
+    times = []
+    for it in range(warmup + iterations):
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        if it >= warmup:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    return {"median": med, "min": min(times), "max": max(times), "iterations": iterations,
+            "relative_spread": (max(times) - min(times)) / med if med > 0 else 0.0}
