@@ -57,13 +57,21 @@ def ring_pieces(numel: int, world: int, element_bytes: int = 4, min_piece_bytes:
 
 def ring_allreduce_(flat: torch.Tensor, *, rank: int, world: int, key: str, iteration: int, to_next: Link | None,
                     inbox: Inbox, prev_name: str, priority: int = 0, pieces: int | None = 1) -> torch.Tensor:
-    """Sum ``flat`` (1-D, contiguous) over all ranks, in place; returns ``flat``.
+    """Sum ``flat`` (1-D, contiguous; on any device: a GPU tensor is staged through the host) over all ranks,
+    in place; returns ``flat``.
 
     ``pieces``: parts pipelined through the ring (1, the default: store and forward, what the strategies
     use until the pipeline is measured on a quiet host; None: :func:`ring_pieces`). Every rank must use
     the same count (it changes the message indices)."""
     if world == 1:
         return flat
+    if flat.device.type != "cpu":
+        # The transport reads and writes host memory (its sinks add chunks in place), so a GPU tensor goes
+        # through a host copy and comes back once summed, as gloo stages a CUDA tensor through the host.
+        host = flat.to("cpu")
+        ring_allreduce_(host, rank=rank, world=world, key=key, iteration=iteration, to_next=to_next, inbox=inbox,
+                        prev_name=prev_name, priority=priority, pieces=pieces)
+        return flat.copy_(host)
     n_pieces = ring_pieces(flat.numel(), world, flat.element_size()) if pieces is None else pieces
     if n_pieces < 1:
         raise ValueError(f"pieces must be >= 1, got {pieces}")
