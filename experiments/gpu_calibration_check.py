@@ -1,0 +1,185 @@
+"""Re-check the replay calibration against GPU profiles of the zoo (issue 13 item 7): writes docs/GPU-CHECK.md.
+
+The calibration (``profiles/calibration.yaml``) takes the papers' GPU times where the papers give them and,
+where they do not, carries one measured time to other models by the ratio of this VM's CPU profiles, or to
+other GPUs by datasheet FP32 peaks. A lent GPU (here an H100, ``experiments/gpu/check.sh``) can test those
+steps, not replace them: it is none of the papers' GPUs. This script reads the GPU profiles
+(``profiles/gpu-<name>/``) beside the checked-in CPU ones and reports, all from files, nothing typed:
+
+1. per model and batch: the CPU profile's forward + backward, the GPU's with per-layer synchronization
+   (the profiler's, MG-WFBP §5.1) and a whole iteration without it (``meta.plain_iteration_seconds``);
+2. the calibration rows made by a ratio: model-to-model ratios on the CPU (what the rows use), on the GPU,
+   and by multiply-adds where the rows cite them;
+3. the shape of backward that replay keeps from the CPU profile: the share of gradient bytes ready at a
+   quarter, half and three quarters of backward, CPU against GPU (what wait-free back-propagation overlaps);
+4. what that shape does to the simulated iteration (``synclab simulate``: the same calibrated total, the
+   CPU's per-tensor shares against the GPU's), for the settings the reproduction targets use.
+
+    python experiments/gpu_calibration_check.py [--gpu-dir profiles/gpu-h100] [--out docs/GPU-CHECK.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Forward multiply-adds per sample that the calibration rows cite (MG-WFBP Table 4; He et al. 2016 Table 1).
+MACS_G = {"resnet50": 3.9, "resnet152": 11.61, "densenet161": 7.85, "vgg19": 19.6}
+# (model, batch) pairs the calibration carries from ResNet-50 b32 by the CPU profiles' ratio (calibration.yaml).
+RATIO_ROWS = [("vgg19", 32), ("inception_v3", 32), ("sockeye", 32)]
+# Settings of the reproduction targets, simulated with both shapes: (label, model, batch, seconds, sets,
+# strategies).
+SIM_POINTS = [
+    ("MG-WFBP Fig. 6-8 (K80, 1 Gbit/s, 8 workers)", "resnet50", 32, 0.448, ["network.rate=1gbit", "cluster.workers=8",
+                                                                             "cluster.ps_shards=0"], ["wfbp", "mgwfbp"]),
+    ("P3 Fig. 7(c) (P4000, 10 Gbit/s, 4 machines)", "vgg19", 32, 1.032, ["network.rate=10gbit", "cluster.workers=4",
+                                                                         "cluster.ps_shards=4"], ["ps", "p3"]),
+    ("P3 Fig. 7(a) (P4000, 4 Gbit/s, 4 machines)", "resnet50", 32, 0.370, ["network.rate=4gbit", "cluster.workers=4",
+                                                                           "cluster.ps_shards=4"], ["ps", "p3"]),
+]
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def total(p: dict) -> float:
+    return p["forward_seconds"] + p["backward_seconds"]
+
+
+def plain(p: dict) -> float | None:
+    return (p["meta"].get("plain_iteration_seconds") or {}).get("median")
+
+
+def bytes_ready_at(p: dict, fractions=(0.25, 0.5, 0.75)) -> list[float]:
+    """Share of gradient bytes ready once ``f`` of backward has passed (tensors become ready last to first)."""
+    rows = p["tensors"][::-1]
+    t_all = sum(r["backward_seconds"] for r in rows) or 1.0
+    b_all = sum(r["params"] for r in rows)
+    out = []
+    for f in fractions:
+        t = b = 0.0
+        for r in rows:
+            t += r["backward_seconds"]
+            if t > f * t_all + 1e-15:
+                break
+            b += r["params"]
+        out.append(b / b_all)
+    return out
+
+
+def simulate(spec_sets: list[str], strategy: str, model: str, batch: int, profile: Path, scale: float) -> float:
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [sys.executable, "-m", "synclab", "simulate", str(REPO / "examples" / "quickstart.yaml"), "--out", d,
+               "--set", f"strategy.name={strategy}", "--set", "compute.mode=replay", "--set", f"model.name={model}",
+               "--set", f"model.batch_size={batch}",
+               "--set", f"compute.profile={profile}", "--set", f"compute.scale={scale}", "--set", "run.iterations=10",
+               "--set", "run.warmup=2"]
+        for s in spec_sets:
+            cmd += ["--set", s]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        if r.returncode:
+            raise RuntimeError(f"{' '.join(cmd)}: {r.stdout[-800:]}{r.stderr[-800:]}")
+        return json.loads((Path(d) / "summary.json").read_text())["iteration_seconds"]["mean"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpu-dir", type=Path, default=REPO / "profiles" / "gpu-h100")
+    ap.add_argument("--cpu-dir", type=Path, default=REPO / "profiles")
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "GPU-CHECK.md")
+    ap.add_argument("--no-sim", action="store_true", help="skip part 4 (the simulations)")
+    a = ap.parse_args()
+    from rich.progress import track
+
+    def by_name(files) -> dict:  # keyed by the file's model name: vgg16-cifar10 is a vgg16 with options
+        return {(f.name.rsplit("-b", 1)[0], p["batch_size"]): (f, p) for f in sorted(files) for p in [load(f)]}
+
+    gpu, cpu = by_name(a.gpu_dir.glob("*.json")), by_name(a.cpu_dir.glob("*-cpu.json"))
+    if not gpu:
+        sys.exit(f"no GPU profiles in {a.gpu_dir} (experiments/gpu/check.sh writes them)")
+    any_gpu = next(iter(gpu.values()))[1]["meta"]
+    full = any_gpu.get("device_name", "GPU")
+    name = full.replace("NVIDIA ", "").split()[0]  # "H100"
+    lines = [f"# The calibration against a lent GPU ({full})", "",
+             f"Generated by `python experiments/gpu_calibration_check.py` from `{a.gpu_dir.relative_to(REPO)}/` "
+             f"(measured {any_gpu.get('date')}, torch {any_gpu.get('torch')}, CUDA {any_gpu.get('cuda')}, driver "
+             f"{any_gpu.get('driver')}, TF32 {'off' if any_gpu.get('tf32') == [False, False] else 'on'}: true FP32, as on "
+             "the papers' K80, P4000, M60 and V100) and the checked-in CPU profiles (`profiles/*-cpu.json`, this VM). "
+             f"The {name} is none of the papers' GPUs: it tests the calibration's steps (model-to-model ratios, the "
+             "per-tensor shape replay keeps), it does not replace a paper's number. Replay keeps the CPU profiles "
+             "by default; `SYNCLAB_MODEL_PROFILES_DIR=profiles/gpu-h100` replays these instead.", "",
+             "## 1. Per model: CPU profile, GPU with per-layer sync, GPU whole iteration", "",
+             "| model | batch | CPU fwd+bwd (s) | GPU fwd+bwd, synced per layer (ms) | GPU whole iteration (ms) "
+             "| sync cost | CPU ÷ GPU |", "|---|---|---|---|---|---|---|"]
+    for (m, b), (_, p) in sorted(gpu.items()):
+        c = cpu.get((m, b))
+        it = plain(p)
+        synced = total(p) + (p.get("update_seconds") or 0)
+        lines.append(f"| {m} | {b} | {total(c[1]):.2f} |" if c else f"| {m} | {b} | – |")
+        lines[-1] += (f" {total(p) * 1e3:.1f} | {it * 1e3:.1f} | {synced / it - 1:+.0%} |" if it else
+                      f" {total(p) * 1e3:.1f} | – | – |")
+        lines[-1] += f" {total(c[1]) / it:.0f}× |" if c and it else " – |"
+    lines += ["", "*Sync cost*: (forward + backward + update, each layer synchronized) ÷ the whole iteration − 1, "
+              "what the profiler's per-layer synchronization adds. *GPU whole iteration* includes the SGD step.", ""]
+
+    import yaml
+
+    rows = yaml.safe_load((REPO / "profiles" / "calibration.yaml").read_text())["entries"]
+    lines += [f"## 1b. Every calibration row against the {name}", "",
+              "Each row of `profiles/calibration.yaml` with a GPU profile at its model and batch: the row's seconds "
+              f"÷ the {name}'s whole iteration, i.e. how many times slower than the {name} the row makes the "
+              "paper's GPU. Rows of one GPU should agree with each other where the models run equally near peak.", "",
+              f"| model | GPU | batch | row (s) | kind | {name} (ms) | row ÷ {name} |", "|---|---|---|---|---|---|---|"]
+    for e in rows:
+        g = gpu.get((e["model"], e["batch_size"]))
+        if g and plain(g[1]):
+            lines.append(f"| {e['model']} | {e['gpu']} | {e['batch_size']} | {e['seconds']} | {e['kind']} | "
+                         f"{plain(g[1]) * 1e3:.1f} | {e['seconds'] / plain(g[1]):.1f}× |")
+    lines.append("")
+    r50c, r50g = cpu.get(("resnet50", 32)), gpu.get(("resnet50", 32))
+    lines += ["## 2. The rows carried by a ratio to ResNet-50 b32", "",
+              "`calibration.yaml` carries P3's P4000 ResNet-50 time to other models by the CPU profiles' ratio. "
+              "Ratios of iteration times to ResNet-50 at batch 32:", "",
+              "| model | batch | CPU (what the row uses) | GPU whole iteration | GPU synced | multiply-adds |",
+              "|---|---|---|---|---|---|"]
+    for m, b in RATIO_ROWS + [("resnet152", 32), ("densenet161", 32), ("vgg16", 64)]:
+        c, g = cpu.get((m, b)), gpu.get((m, b))
+        if not (g and r50g):
+            continue
+        cr = f"{total(c[1]) / total(r50c[1]):.2f}" if c and r50c else "–"
+        macs = f"{MACS_G[m] / MACS_G['resnet50'] * b / 32:.2f}" if m in MACS_G else "–"
+        lines.append(f"| {m} | {b} | {cr} | {plain(g[1]) / plain(r50g[1]):.2f} | {total(g[1]) / total(r50g[1]):.2f} "
+                     f"| {macs} |")
+    lines += ["", "## 3. The shape of backward: gradient bytes ready at a quarter, half, three quarters of it", "",
+              "| model | batch | CPU 25 / 50 / 75 % | GPU 25 / 50 / 75 % |", "|---|---|---|---|"]
+    for (m, b), (_, p) in sorted(gpu.items()):
+        c = cpu.get((m, b))
+        if not c or len(p["tensors"]) < 4:
+            continue
+        fmt = lambda xs: " / ".join(f"{x:.0%}" for x in xs)  # noqa: E731
+        lines.append(f"| {m} | {b} | {fmt(bytes_ready_at(c[1]))} | {fmt(bytes_ready_at(p))} |")
+    if not a.no_sim:
+        lines += ["", "## 4. The shape's effect on the simulated iteration (same calibrated total)", "",
+                  "`synclab simulate` with the calibrated seconds of `calibration.yaml` spread over the tensors by "
+                  "the CPU profile (as the reproduction targets do) or by the GPU profile; mean iteration (s):", "",
+                  "| setting | strategy | CPU shape | GPU shape | GPU ÷ CPU |", "|---|---|---|---|---|"]
+        jobs = [(lab, m, b, sec, sets, s) for lab, m, b, sec, sets, strategies in SIM_POINTS for s in strategies]
+        for lab, m, b, sec, sets, s in track(jobs, description="simulating"):
+            cf, cp = cpu[(m, b)]
+            gf, gp = gpu[(m, b)]
+            tc = simulate(sets, s, m, b, cf, sec / total(cp))
+            tg = simulate(sets, s, m, b, gf, sec / total(gp))
+            lines.append(f"| {lab} | {s} | {tc:.3f} | {tg:.3f} | {tg / tc:.3f} |")
+    a.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

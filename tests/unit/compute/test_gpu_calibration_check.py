@@ -1,0 +1,40 @@
+"""experiments/gpu_calibration_check.py: the backward-shape measure, and the report from the checked-in profiles."""
+
+import subprocess
+import sys
+
+import pytest
+from support.scripts import REPO, load_experiment
+
+check = load_experiment("gpu_calibration_check")
+
+
+def _profile(rows):
+    return {"tensors": [{"params": p, "backward_seconds": t} for p, t in rows]}
+
+
+def test_bytes_ready_counts_tensors_from_the_last_one_back():
+    # forward order; backward makes the last tensor ready first: 100 params in the first half of backward
+    p = _profile([(1, 0.5), (100, 0.5)])
+    assert check.bytes_ready_at(p, (0.25, 0.5, 0.75)) == [0.0, pytest.approx(100 / 101), pytest.approx(100 / 101)]
+    assert check.bytes_ready_at(_profile([(10, 1.0), (10, 1.0), (10, 1.0), (10, 1.0)]), (0.5,)) == [0.5]
+
+
+def test_the_report_is_made_from_the_checked_in_profiles(tmp_path):
+    out = tmp_path / "check.md"
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "gpu_calibration_check.py"), "--no-sim",
+                        "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = out.read_text()
+    # every GPU profile has its row, and every calibration row with a GPU profile is set against it
+    for f in (REPO / "profiles" / "gpu-h100").glob("*.json"):
+        model, batch = f.name.rsplit("-b", 1)[0], f.name.rsplit("-b", 1)[1].split("-")[0]
+        assert f"| {model} | {batch} |" in text
+    assert "| resnet50 | v100 | 32 | 0.14 | derived |" in text
+
+
+def test_no_gpu_profiles_is_a_clear_error(tmp_path):
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "gpu_calibration_check.py"), "--no-sim",
+                        "--gpu-dir", str(tmp_path), "--out", str(tmp_path / "x.md")],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode != 0 and "no GPU profiles" in r.stderr
