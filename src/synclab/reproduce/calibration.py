@@ -28,6 +28,8 @@ class CalibrationEntry(BaseModel):
     seconds: float = Field(gt=0, description="one iteration's forward + backward on that GPU")
     kind: str = Field(description="measured | derived (arithmetic on a paper's numbers) | external")
     source: str
+    profile: str | None = Field(None, description="the profile to replay and scale (repository-relative), "
+                                                  "instead of the checked-in CPU one (e.g. a GPU profile)")
 
 
 class CalibrationTable(BaseModel):
@@ -56,6 +58,7 @@ class Scale:
     entry: CalibrationEntry
     profile: str
     profile_seconds: float
+    profile_path: Path | None = None  # replay this file (compute.profile), not the checked-in default
 
     @property
     def scale(self) -> float:
@@ -64,20 +67,31 @@ class Scale:
     def describe(self) -> str:
         other = "" if f"-b{self.entry.batch_size}-" in self.profile else " (another batch: replay's fallback)"
         return (f"{self.entry.model} b{self.entry.batch_size} on {self.entry.gpu}: {self.entry.seconds:.3f} s "
-                f"({self.entry.kind}) / {self.profile}{other} {self.profile_seconds:.2f} s = compute.scale "
+                f"({self.entry.kind}) / {self.profile}{other} {self.profile_seconds:.4g} s = compute.scale "
                 f"{self.scale:.5f}")
 
 
 def compute_scale(entry: CalibrationEntry) -> Scale:
-    """The scale that turns the checked-in CPU profile of ``entry``'s model and batch into its GPU time.
+    """The scale that turns the checked-in CPU profile of ``entry``'s model and batch into its GPU time
+    (or the profile the row names in ``profile``, which the point then replays: :attr:`Scale.profile_path`).
 
     Without a CPU profile at that batch, the profile replay itself falls back to
     (:func:`synclab.compute.profile.find_default_profile`: the paper's batch, else the smallest) is the
     one scaled, so that a run at ``model.batch_size`` = the entry's batch replays exactly ``seconds`` per
     iteration; its per-layer shares are then another batch's (caveat C1 as well), which
     :meth:`Scale.describe` says by naming the profile."""
-    from synclab.compute.profile import available_profiles, find_default_profile, load_model_profile
+    from synclab.compute.profile import REPO_PROFILES, available_profiles, find_default_profile, load_model_profile
 
+    if entry.profile is not None:  # the row names its own profile: replay that one, scaled to ``seconds``
+        path = REPO_PROFILES.parent / entry.profile
+        if not path.is_file():
+            raise KeyError(f"the calibration row {entry.model}/{entry.gpu}/b{entry.batch_size} names profile "
+                           f"{entry.profile}, which does not exist")
+        prof = load_model_profile(path)
+        if (prof.model, prof.batch_size) != (entry.model, entry.batch_size):
+            raise KeyError(f"the calibration row {entry.model}/{entry.gpu}/b{entry.batch_size} names "
+                           f"{entry.profile}, a profile of {prof.model} at batch {prof.batch_size}")
+        return Scale(entry, entry.profile, prof.iteration_seconds, path)
     cpu = [(batch, path) for _, batch, device, path in available_profiles(entry.model) if device == "cpu"]
     for batch, path in cpu:
         if batch == entry.batch_size:

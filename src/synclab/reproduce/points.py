@@ -87,6 +87,8 @@ def expand(target: Target, root: Path, quick: bool, scale: Scale | None, extra: 
             own = point_scale(target, root, overrides)
         if own is not None:
             overrides.append(f"compute.scale={own.scale:.6g}")
+            if own.profile_path is not None:
+                overrides.append(f"compute.profile={own.profile_path}")
         overrides += list(extra)
         p = Point(i, values, overrides, engine=target.engine_of(values), calibration=own)
         if target.mixed:

@@ -101,3 +101,26 @@ def test_calibration_without_profile_at_its_batch_scales_replays_fallback():
     with pytest.raises(KeyError, match="no checked-in CPU profile of nosuchmodel"):
         compute_scale(CalibrationEntry(model="nosuchmodel", gpu="v100", batch_size=32, seconds=1.0,
                                        kind="derived", source="test"))
+
+
+def test_a_row_that_names_its_profile_is_replayed_from_it():
+    """SSD-SGD Fig. 7's AlexNet and VGG-11 rows name an H100 profile: the scale is taken against it, the point
+    replays it (compute.profile), and a row naming a missing or another model's profile is refused."""
+    from synclab.compute.profile import load_model_profile
+    from synclab.reproduce.calibration import CalibrationEntry
+    from synclab.reproduce.points import expand
+
+    table = load_calibration(ROOT / "profiles" / "calibration.yaml")
+    s = compute_scale(table.find("alexnet", "v100", 32))
+    assert s.profile_path == ROOT / "profiles" / "gpu-h100" / "alexnet-b32-cuda.json"
+    assert s.scale * load_model_profile(s.profile_path).iteration_seconds == pytest.approx(0.0183)
+    assert compute_scale(table.find("resnet50", "v100", 32)).profile_path is None
+    row = dict(model="alexnet", gpu="v100", batch_size=32, seconds=1.0, kind="derived", source="test")
+    with pytest.raises(KeyError, match="does not exist"):
+        compute_scale(CalibrationEntry(**row, profile="profiles/gpu-h100/nosuch.json"))
+    with pytest.raises(KeyError, match="a profile of vgg11 at batch 32"):
+        compute_scale(CalibrationEntry(**row, profile="profiles/gpu-h100/vgg11-b32-cuda.json"))
+    points = expand(load_target(ROOT / "experiments" / "reproduce" / "ssdsgd-fig7.yaml"), ROOT, False, None)
+    by = {(p.values["model.name"], p.values["model.batch_size"]): p.overrides for p in points}
+    assert f"compute.profile={ROOT / 'profiles' / 'gpu-h100' / 'vgg11-b64-cuda.json'}" in by[("vgg11", 64)]
+    assert not any(o.startswith("compute.profile=") for o in by[("resnet50", 32)])
