@@ -229,19 +229,26 @@ def measure_update_seconds(model_name: str, *, device: str = "cpu", iterations: 
     for p in params:
         p.grad = torch.randn_like(p)
     opt = torch.optim.SGD(params, lr=1e-9, momentum=0.9, weight_decay=1e-4)
+    spread = _timed(opt.step, dev, iterations, warmup)
+    return spread["median"], spread
+
+
+def _timed(step: Callable[[], object], dev: torch.device, iterations: int, warmup: int) -> dict:
+    """Run ``step`` ``warmup + iterations`` times, timing the last ``iterations`` alone (a GPU synchronized at
+    both ends of each): median, min, max and relative spread of those times."""
     times = []
     for it in range(warmup + iterations):
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         t0 = time.perf_counter()
-        opt.step()
+        step()
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         if it >= warmup:
             times.append(time.perf_counter() - t0)
     med = statistics.median(times)
-    return med, {"median": med, "min": min(times), "max": max(times),
-                 "relative_spread": (max(times) - min(times)) / med if med > 0 else 0.0}
+    return {"median": med, "min": min(times), "max": max(times),
+            "relative_spread": (max(times) - min(times)) / med if med > 0 else 0.0}
 
 
 def measure_plain_iteration_seconds(model_name: str, *, batch_size: int, device: str = "cpu", iterations: int = 10,
@@ -267,18 +274,10 @@ def measure_plain_iteration_seconds(model_name: str, *, batch_size: int, device:
     x, y = x.to(dev), y.to(dev)
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-9, momentum=0.9,
                           weight_decay=1e-4)
-    times = []
-    for it in range(warmup + iterations):
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
+
+    def step() -> None:
         model.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
         opt.step()
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        if it >= warmup:
-            times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
-    return {"median": med, "min": min(times), "max": max(times), "iterations": iterations,
-            "relative_spread": (max(times) - min(times)) / med if med > 0 else 0.0}
+
+    return {**_timed(step, dev, iterations, warmup), "iterations": iterations}
