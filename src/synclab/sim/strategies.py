@@ -87,19 +87,19 @@ class RingModel:
 
         sim.ring(sum(sim.numels[t] for t in tensors), reduced)
 
-    def _updates(self, it: int, tensors: list[int], done) -> None:
+    def _updates(self, it: int, tensors: list[int], done, i: int = 0) -> None:
         """The worker-side optimizer step per tensor (its share of update_seconds), then, with the emulator's
         host modelled, the runtime's own work on that tensor (:meth:`~synclab.sim.network.Network.tensor_job`),
-        then its gate opens."""
-        if not tensors:
+        then its gate opens; ``tensors[i:]`` are still to do."""
+        if i == len(tensors):
             done()
             return
-        t = tensors[0]
+        t = tensors[i]
         net = self.sim.net
 
         def updated() -> None:
             self.w.mark_fresh(t, it)
-            self._updates(it, tensors[1:], done)
+            self._updates(it, tensors, done, i + 1)
 
         start = self.sim.env.now
         net.after(self.sim.update_s[t], lambda: (self.sim.span(0, "update", it, start, self.sim.env.now),
