@@ -40,6 +40,10 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
                                                        "runtime's host microseconds per tensor beside the ring "
                                                        "(all-reduce strategies; default: the measured value, see "
                                                        "synclab.sim.run; 0 leaves it out)."),
+             ring_goodput: Optional[str] = typer.Option(None, "--ring-goodput", help="With --host-cpu: the share "
+                                                        "of TCP goodput the emulator's ring all-reduce reaches "
+                                                        "alone, by ring size: N:SHARE,... or allreduce.csv files "
+                                                        "of experiments/allreduce_vs_gloo.py (default: 1)."),
              shard_cpu: Optional[str] = typer.Option(None, "--shard-cpu", help="PUSH,UPDATE,REPLY: the PS shards' "
                                                      "host CPU in ns per value (experiments/shard_cpu.py measures "
                                                      "it); default off, the papers' PS machines.")):
@@ -47,16 +51,23 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
     from synclab.config import SpecError
     from synclab.sim.records import write_run, write_sweep
     from synclab.sim.run import (DEFAULT_CPU_S_PER_BYTE, DEFAULT_SERIAL_S_PER_BYTE, DEFAULT_STARTUP_S,
-                                 load_for_simulation, simulate as run_sim)
+                                 load_for_simulation, parse_ring_goodput, simulate as run_sim)
 
-    if (cpu_s_per_gb is not None or serial_s_per_gb is not None or no_tbf_bucket or tensor_us is not None) \
-            and host_cpu is None:
-        _fail("--cpu-s-per-gb, --serial-s-per-gb, --no-tbf-bucket and --tensor-us need --host-cpu CORES")
+    if (cpu_s_per_gb is not None or serial_s_per_gb is not None or no_tbf_bucket or tensor_us is not None
+            or ring_goodput is not None) and host_cpu is None:
+        _fail("--cpu-s-per-gb, --serial-s-per-gb, --no-tbf-bucket, --tensor-us and --ring-goodput need "
+              "--host-cpu CORES")
     if tensor_us is not None and not tensor_us >= 0:
         _fail(f"--tensor-us must be >= 0 microseconds, got {tensor_us}")
     cpu_s_per_byte = DEFAULT_CPU_S_PER_BYTE if cpu_s_per_gb is None else cpu_s_per_gb * 1e-9
     serial_s_per_byte = DEFAULT_SERIAL_S_PER_BYTE if serial_s_per_gb is None else serial_s_per_gb * 1e-9
     tensor_s = None if tensor_us is None else tensor_us * 1e-6  # None: the measured value of the path
+    goodput = None
+    if ring_goodput is not None:
+        try:
+            goodput = parse_ring_goodput(ring_goodput)
+        except ValueError as e:
+            _fail(str(e))
 
     cpu = None
     if shard_cpu is not None:
@@ -91,7 +102,7 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
                 r = run_sim(s, startup_s=DEFAULT_STARTUP_S if startup is None else startup, workers=workers,
                             host_cores=host_cpu, cpu_s_per_byte=cpu_s_per_byte,
                             serial_s_per_byte=serial_s_per_byte, shard_cpu=cpu, tbf_bucket=not no_tbf_bucket,
-                            tensor_s=tensor_s)
+                            tensor_s=tensor_s, ring_goodput=goodput)
             except SpecError as e:
                 _fail(f"invalid spec: {e}")
             except ValueError as e:

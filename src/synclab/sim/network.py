@@ -148,7 +148,7 @@ class HostCpu:
     """
 
     def __init__(self, cores: float, cpu_s_per_byte: float, *, serial_s_per_byte: float = 0.0,
-                 dilation: float = 1.0, mirrored: int = 1, tensor_s: float = 0.0):
+                 dilation: float = 1.0, mirrored: int = 1, tensor_s: float = 0.0, ring_goodput: float = 1.0):
         if cores <= 0:
             raise ValueError(f"host cores must be > 0, got {cores}")
         if cpu_s_per_byte <= 0:
@@ -165,6 +165,11 @@ class HostCpu:
         self.cores, self.cpu_s_per_byte, self.dilation, self.mirrored = cores, cpu_s_per_byte, dilation, mirrored
         self.serial_s_per_byte = serial_s_per_byte
         self.tensor_s = tensor_s  # the worker runtime's host seconds per tensor beside the ring (Network.tensor_job)
+        if not 0 < ring_goodput <= 1:
+            raise ValueError(f"ring goodput must be in (0, 1], got {ring_goodput}")
+        # the share of the link's TCP goodput the emulator's ring reaches at this world size, measured alone
+        # (experiments/allreduce_vs_gloo.py; synclab.sim.run.ring_goodput_for): ring segments take 1/it longer
+        self.ring_goodput = ring_goodput
 
     @property
     def capacity_bps(self) -> float:
@@ -174,7 +179,7 @@ class HostCpu:
 
     def as_dict(self) -> dict:
         return {"cores": self.cores, "cpu_s_per_byte": self.cpu_s_per_byte,
-                "serial_s_per_byte": self.serial_s_per_byte, "dilation": self.dilation,
+                "serial_s_per_byte": self.serial_s_per_byte, "dilation": self.dilation, "ring_goodput": self.ring_goodput,
                 "mirrored": self.mirrored, "capacity_bps": self.capacity_bps, "tensor_s": self.tensor_s}
 
 

@@ -13,6 +13,7 @@ runs from the first gradient to all parameters fresh.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 
@@ -124,7 +125,7 @@ class Cluster:
 
 
 def ring_allreduce(cluster: Cluster, world: int, numel: int, elem_bytes: int, on_done: Callback,
-                   mirror: Callable[[int], None] | None = None) -> None:
+                   mirror: Callable[[int], None] | None = None, goodput: float = 1.0) -> None:
     """Ring all-reduce of ``numel`` elements: 2(N-1) steps, each one segment (of M/N) per rank to its
     successor (as :func:`synclab.collective.ring.ring_allreduce_`; Table 2 "Ring" of MG-WFBP).
 
@@ -133,12 +134,15 @@ def ring_allreduce(cluster: Cluster, world: int, numel: int, elem_bytes: int, on
     the flow worker0 -> worker1 goes through the NIC model and the other N-1 mirror it
     (``mirror(bytes)`` counts their bytes). Each step carries the largest segment
     (ceil(M/N)): the ring advances at the pace of its slowest rank. A step starts when
-    the previous one was delivered (rank r sends step s+1 once it received step s).
+    the previous one was delivered (rank r sends step s+1 once it received step s). ``goodput`` < 1 (the
+    emulator host's measured ring goodput, :class:`~synclab.sim.network.HostCpu`): a segment occupies its link
+    as long as ``seg / goodput`` bytes would; the bytes counted stay ``seg``.
     """
     if world <= 1 or numel <= 0:
         cluster.net.after(0.0, on_done)
         return
     seg = max(hi - lo for lo, hi in segment_bounds(numel, world)) * elem_bytes
+    wire = seg if goodput >= 1 else math.ceil(seg / goodput)
     steps = 2 * (world - 1)
     state = [0]
 
@@ -149,7 +153,7 @@ def ring_allreduce(cluster: Cluster, world: int, numel: int, elem_bytes: int, on
         state[0] += 1
         if mirror is not None:
             mirror(seg)
-        cluster.send("worker0", "worker1", seg, step)
+        cluster.send("worker0", "worker1", wire, step)
 
     step()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import simpy
@@ -127,6 +128,49 @@ def prepare(spec: Spec) -> tuple[Spec, list[str]]:
     return spec, notes + more
 
 
+def ring_goodput_for(table: dict[int, float] | None, world: int) -> float:
+    """The measured ring goodput share for ``world`` ranks: the entry of the largest measured ring size not
+    above ``world`` (a larger ring on the same host does no better), 1.0 without one."""
+    sizes = [n for n in (table or {}) if n <= world]
+    return table[max(sizes)] if sizes else 1.0
+
+
+def parse_ring_goodput(text: str) -> dict[int, float]:
+    """``N:share,...`` or a comma-separated list of ``allreduce.csv`` files of ``experiments/allreduce_vs_gloo.py``
+    (each row: ranks, the ring bound at the wire rate and SyncLab's measured time; share = bound / time /
+    :data:`PAYLOAD_SHARE`, i.e. of the TCP goodput the simulator's links already carry, at most 1)."""
+    import csv
+
+    table: dict[int, float] = {}
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        if item.endswith(".csv"):
+            try:
+                rows = list(csv.DictReader(Path(item).open()))
+            except OSError as e:
+                raise ValueError(f"--ring-goodput: cannot read {item}: {e}") from None
+            for r in rows:
+                try:
+                    n, bound, took = int(r["ranks"]), float(r["ring_bound_s"]), float(r["synclab_s"])
+                except (KeyError, ValueError):
+                    raise ValueError(f"--ring-goodput: {item} is not an allreduce.csv of "
+                                     f"experiments/allreduce_vs_gloo.py (ranks, ring_bound_s, synclab_s)") from None
+                table[n] = min(1.0, bound / took / PAYLOAD_SHARE)
+            continue
+        n, sep, share = item.partition(":")
+        try:
+            table[int(n)] = float(share)
+        except ValueError:
+            raise ValueError(f"--ring-goodput: {item!r} must be RANKS:SHARE (e.g. 8:0.84) or an allreduce.csv") from None
+        if not sep:
+            raise ValueError(f"--ring-goodput: {item!r} must be RANKS:SHARE (e.g. 8:0.84) or an allreduce.csv")
+    for n, share in table.items():
+        if n < 2 or not 0 < share <= 1:
+            raise ValueError(f"--ring-goodput: {n} ranks at {share}: ranks must be >= 2, the share in (0, 1]")
+    if not table:
+        raise ValueError("--ring-goodput: no entries")
+    return table
+
+
 class Simulation:
     """The shared state the node and strategy models read (see :mod:`synclab.sim.nodes`)."""
 
@@ -134,7 +178,7 @@ class Simulation:
                  record_events: bool | None = None, host_cores: float | None = None,
                  cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
                  serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None, tbf_bucket: bool = True,
-                 tensor_s: float | None = None):
+                 tensor_s: float | None = None, ring_goodput: dict[int, float] | None = None):
         import torch
 
         from synclab.core import param_layout
@@ -158,7 +202,8 @@ class Simulation:
             host_cpu = HostCpu(host_cores, cpu_s_per_byte, serial_s_per_byte=serial_s_per_byte,
                                dilation=s.run.dilation,
                                tensor_s=tensor_s_for(self.name) if tensor_s is None else tensor_s,
-                               mirrored=self.world if self.mirror and self.world > 1 else 1)
+                               mirrored=self.world if self.mirror and self.world > 1 else 1,
+                               ring_goodput=ring_goodput_for(ring_goodput, self.world))
         self.net = Network(self.env, self.rng, host_cpu)
         if host_cpu is not None:  # the measured start-up is the emulator host's time: 1/D of it emulated
             startup_s = startup_s / host_cpu.dilation
@@ -236,7 +281,9 @@ class Simulation:
     def ring(self, numel: int, on_done, elem_bytes: int | None = None) -> None:
         def mirror(nbytes: int) -> None:
             self._ring_bytes += nbytes
-        ring_allreduce(self.cluster, self.world, numel, elem_bytes or self.elem_bytes, on_done, mirror)
+        h = self.net.host_cpu
+        ring_allreduce(self.cluster, self.world, numel, elem_bytes or self.elem_bytes, on_done, mirror,
+                       goodput=1.0 if h is None else h.ring_goodput)
 
     def node_bytes(self, node: str) -> tuple[int, int]:
         if self.mirror:
@@ -285,7 +332,8 @@ def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events:
              workers: int | None = None, host_cores: float | None = None,
              cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
              serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None,
-             tbf_bucket: bool = True, tensor_s: float | None = None) -> SimResult:
+             tbf_bucket: bool = True, tensor_s: float | None = None,
+             ring_goodput: dict[int, float] | None = None) -> SimResult:
     """Simulate ``spec`` (as loaded by :func:`synclab.config.load_spec`); :class:`UnsupportedStrategy` or
     :class:`~synclab.config.SpecError` when it cannot.
 
@@ -294,7 +342,9 @@ def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events:
     ``run.dilation`` applied: :class:`~synclab.sim.network.HostCpu`, and the shaped NICs holding the
     emulator's shaper buckets, :class:`~synclab.sim.network.TokenBucket`, unless ``tbf_bucket`` is False, and
     the all-reduce workers' runtime spending ``tensor_s`` host seconds per tensor, ``Network.tensor_job``;
-    None: the measured value of the strategy's path, :func:`tensor_s_for`),
+    None: the measured value of the strategy's path, :func:`tensor_s_for`; and, given ``ring_goodput``
+    (ranks -> the share of TCP goodput the emulator's ring reached alone, :func:`parse_ring_goodput`), each
+    ring segment slowed to that share, :func:`ring_goodput_for`),
     for validation against the emulator; None (default) simulates a cluster whose nodes have their own
     CPUs and NICs."""
     if startup_s < 0:
@@ -303,7 +353,7 @@ def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events:
     result = Simulation(spec, startup_s=startup_s, record_events=record_events, workers=workers,
                         host_cores=host_cores, cpu_s_per_byte=cpu_s_per_byte,
                         serial_s_per_byte=serial_s_per_byte, shard_cpu=shard_cpu, tbf_bucket=tbf_bucket,
-                        tensor_s=tensor_s).run()
+                        tensor_s=tensor_s, ring_goodput=ring_goodput).run()
     if shard_cpu is not None:
         notes.append(f"PS shards' host CPU modelled: push {shard_cpu.push_s * 1e9:.2f}, update "
                      f"{shard_cpu.update_s * 1e9:.2f}, reply {shard_cpu.reply_s * 1e9:.2f} ns per value")
