@@ -138,10 +138,12 @@ def ring_goodput_for(table: dict[int, float] | None, world: int) -> float:
 def parse_ring_goodput(text: str) -> dict[int, float]:
     """``N:share,...`` or a comma-separated list of ``allreduce.csv`` files of ``experiments/allreduce_vs_gloo.py``
     (each row: ranks, the ring bound at the wire rate and SyncLab's measured time; share = bound / time /
-    :data:`PAYLOAD_SHARE`, i.e. of the TCP goodput the simulator's links already carry, at most 1)."""
+    :data:`PAYLOAD_SHARE`, i.e. of the TCP goodput the simulator's links already carry, at most 1). A ring size
+    given more than once (repeated measurements) gets the mean of its shares."""
     import csv
+    import statistics
 
-    table: dict[int, float] = {}
+    found: dict[int, list[float]] = {}
     for item in (t.strip() for t in text.split(",") if t.strip()):
         if item.endswith(".csv"):
             try:
@@ -154,17 +156,18 @@ def parse_ring_goodput(text: str) -> dict[int, float]:
                 except (KeyError, ValueError):
                     raise ValueError(f"--ring-goodput: {item} is not an allreduce.csv of "
                                      f"experiments/allreduce_vs_gloo.py (ranks, ring_bound_s, synclab_s)") from None
-                table[n] = min(1.0, bound / took / PAYLOAD_SHARE)
+                found.setdefault(n, []).append(min(1.0, bound / took / PAYLOAD_SHARE))
             continue
         n, sep, share = item.partition(":")
         try:
-            table[int(n)] = float(share)
+            found.setdefault(int(n), []).append(float(share))
         except ValueError:
             raise ValueError(f"--ring-goodput: {item!r} must be RANKS:SHARE (e.g. 8:0.84) or an allreduce.csv") from None
         if not sep:
             raise ValueError(f"--ring-goodput: {item!r} must be RANKS:SHARE (e.g. 8:0.84) or an allreduce.csv")
+    table = {n: statistics.fmean(v) for n, v in found.items()}
     for n, share in table.items():
-        if n < 2 or not 0 < share <= 1:
+        if n < 2 or not 0 < share <= 1 or not all(0 < x <= 1 for x in found[n]):
             raise ValueError(f"--ring-goodput: {n} ranks at {share}: ranks must be >= 2, the share in (0, 1]")
     if not table:
         raise ValueError("--ring-goodput: no entries")

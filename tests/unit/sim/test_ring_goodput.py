@@ -20,6 +20,7 @@ SETS = ["compute.mode=replay", "run.iterations=4", "run.warmup=1", "compute.scal
 
 def test_a_table_from_pairs_or_allreduce_csvs(tmp_path):
     assert parse_ring_goodput("8:0.84, 2:1") == {8: 0.84, 2: 1.0}
+    assert parse_ring_goodput("8:0.8,8:0.9") == {8: pytest.approx(0.85)}  # repeated: the mean
     csv = tmp_path / "allreduce.csv"
     csv.write_text("link,ranks,ring_bound_s,gloo_s,synclab_s\nx,8,10.0,11.0,12.5\nx,16,10.0,11.0,8.0\n")
     t = parse_ring_goodput(f"{csv},2:0.99")
