@@ -46,8 +46,12 @@ def main() -> None:
         mark = lambda v: f"**{v:.3f}**" if abs(v - 1) <= 0.10 else f"{v:.3f}"  # noqa: E731
         print(f"| `{k[0]}` | {k[1]} | {k[2]} | {k[3]} | {mark(before[k])} | {mark(after[k])} |")
     series = sorted({k[:3] for k in keys})
-    fig, axes = plt.subplots(1, len(series), figsize=(3.2 * len(series), 3.4), sharey=True, squeeze=False)
-    for ax, s in zip(axes[0], series):
+    cols = min(4, len(series))
+    rows = -(-len(series) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.9 * rows), sharey=True, squeeze=False)
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    for ax, s in zip(axes.flat, series):
         ws = sorted(k[3] for k in keys if k[:3] == s)
         ax.axhspan(0.9, 1.1, color="0.9")
         ax.plot(ws, [before[(*s, w)] for w in ws], "o--", color="0.5", label=lb)
@@ -56,7 +60,9 @@ def main() -> None:
         ax.set_xticks(ws, [str(w) for w in ws])
         ax.set_title(f"{s[0]}, {s[1]}, {s[2]}", fontsize=9)
         ax.set_xlabel("workers")
-    axes[0][0].set_ylabel(a.title)
+    for row in axes:
+        row[0].set_ylabel("simulated ÷ emulated")
+    fig.suptitle(a.title, fontsize=10)
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     a.out.parent.mkdir(parents=True, exist_ok=True)
