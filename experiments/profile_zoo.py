@@ -60,6 +60,8 @@ def main() -> None:
     if args.in_process:
         profile_in_process(jobs, args)
         return
+    if args.tf32 != "default" or args.plain:
+        sys.exit("--tf32 and --plain apply with --in-process only (synclab profile has neither)")
     for model, batch in jobs:
         out = f"{args.out_dir}/{profile_file_name(model, batch, args.device)}"
         if args.skip_existing and os.path.exists(out):

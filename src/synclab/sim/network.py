@@ -179,8 +179,9 @@ class HostCpu:
 
     def as_dict(self) -> dict:
         return {"cores": self.cores, "cpu_s_per_byte": self.cpu_s_per_byte,
-                "serial_s_per_byte": self.serial_s_per_byte, "dilation": self.dilation, "ring_goodput": self.ring_goodput,
-                "mirrored": self.mirrored, "capacity_bps": self.capacity_bps, "tensor_s": self.tensor_s}
+                "serial_s_per_byte": self.serial_s_per_byte, "dilation": self.dilation,
+                "ring_goodput": self.ring_goodput, "mirrored": self.mirrored, "capacity_bps": self.capacity_bps,
+                "tensor_s": self.tensor_s}
 
 
 class CpuServer:

@@ -158,20 +158,18 @@ def parse_ring_goodput(text: str) -> dict[int, float]:
                                      f"experiments/allreduce_vs_gloo.py (ranks, ring_bound_s, synclab_s)") from None
                 found.setdefault(n, []).append(min(1.0, bound / took / PAYLOAD_SHARE))
             continue
-        n, sep, share = item.partition(":")
+        n, _, share = item.partition(":")
         try:
             found.setdefault(int(n), []).append(float(share))
         except ValueError:
-            raise ValueError(f"--ring-goodput: {item!r} must be RANKS:SHARE (e.g. 8:0.84) or an allreduce.csv") from None
-        if not sep:
-            raise ValueError(f"--ring-goodput: {item!r} must be RANKS:SHARE (e.g. 8:0.84) or an allreduce.csv")
-    table = {n: statistics.fmean(v) for n, v in found.items()}
-    for n, share in table.items():
-        if n < 2 or not 0 < share <= 1 or not all(0 < x <= 1 for x in found[n]):
-            raise ValueError(f"--ring-goodput: {n} ranks at {share}: ranks must be >= 2, the share in (0, 1]")
-    if not table:
+            raise ValueError(f"--ring-goodput: {item!r} must be RANKS:SHARE (e.g. 8:0.84) "
+                             f"or an allreduce.csv") from None
+    if not found:
         raise ValueError("--ring-goodput: no entries")
-    return table
+    for n, shares in found.items():
+        if n < 2 or not all(0 < x <= 1 for x in shares):
+            raise ValueError(f"--ring-goodput: {n} ranks at {shares}: ranks must be >= 2, the share in (0, 1]")
+    return {n: statistics.fmean(v) for n, v in found.items()}
 
 
 class Simulation:
