@@ -43,8 +43,9 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
               max_dilation: Optional[int] = typer.Option(None, "--max-dilation", min=1, help="Cap each emulated "
                                                          "point's dilation at N (a smoke run: above the rule's D "
                                                          "the host is overloaded and times are not to be trusted)."),
-              doc: bool = typer.Option(False, "--doc", help="Write docs/REPRODUCTION.md from the verdicts of "
-                                       "runs/reproduce/* (the full form's when present, else the quick one's).")):
+              doc: bool = typer.Option(False, "--doc", help="Write docs/REPRODUCTION.md: each target's full "
+                                       "form when run, else its quick one; a run in runs/reproduce/ newer than "
+                                       "its record in docs/reproduction/ replaces that record first.")):
     """Reproduce a paper figure: run its sweep, draw it beside the paper's numbers, judge each claim."""
     from synclab.reproduce.schema import TargetError, load_target, load_targets, target_dir
 
@@ -66,16 +67,14 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
         Console(width=160).print(t)
         return
     if doc:
-        from synclab.reproduce.doc import collect, render
+        from synclab.reproduce.doc import collect, gather, render
         from synclab.reproduce.runner import default_out
 
-        dirs = []
-        for x in targets:
-            full, fast = default_out(root, x, False), default_out(root, x, True)
-            dirs.append(full if (full / "verdict.json").exists() else fast)
-        found = collect(dirs)
-        have = {v["target"] for v, _ in found}
         path = root / "docs" / "REPRODUCTION.md"
+        dirs = [gather(x.id, {"full": default_out(root, x, False), "quick": default_out(root, x, True)}, path)
+                for x in targets]
+        found = collect([d for d in dirs if d is not None])
+        have = {v["target"] for v, _ in found}
         render(found, path, missing=[x.id for x in targets if x.id not in have])
         console.print(f"wrote {path} ({len(found)} target(s) with a verdict)")
         return

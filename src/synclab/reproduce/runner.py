@@ -155,6 +155,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         "startup_s": target.startup_s,
         "points": len(points), "points_reused": reused, "failures": failures,
         "dilation": {r["id"]: r["dilation"] for r in records}, "max_dilation": max_dilation,
+        "limit": limit,
         "host_seconds": sum(r["host_seconds"] for r in records), "estimate_s": form.estimate_s,
         "full_form": {"command": f"synclab reproduce {target.id}", "axes": target.full.axes,
                       "set": target.full.set, "estimate_s": target.full.estimate_s},

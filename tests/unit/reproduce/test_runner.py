@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from synclab.reproduce.doc import collect, render
+from synclab.reproduce.doc import collect, gather, record_dir, render
 from synclab.reproduce.runner import read_points_csv, run_target
 from synclab.reproduce.schema import load_target
 from synclab.reproduce.verdict import NOT_RUN, PARTLY, REPRODUCED
@@ -123,6 +123,44 @@ def test_doc_from_verdicts(tmp_path):
     assert "`other-target`" in text
     assert (doc.parent / "reproduction" / "fake-fig-quick.png").exists()
     assert "![fake-fig](reproduction/fake-fig-quick.png)" in text
+
+
+def _rewrite(out: Path, **changes) -> None:
+    v = json.loads((out / "verdict.json").read_text())
+    (out / "verdict.json").write_text(json.dumps({**v, **changes}))
+
+
+def test_doc_record_is_checked_in_and_survives_the_runs(tmp_path):
+    """--doc archives a run into docs/reproduction/<target>-<form>/ and builds the doc from there, so a clone
+    without runs/ (a fresh machine) regenerates the same doc; a newer complete run replaces the record, a
+    smoke run (--points, --max-dilation) never does, and a full form beats a quick one."""
+    t = _target(tmp_path)
+    doc = tmp_path / "docs" / "REPRODUCTION.md"
+    quick, full = tmp_path / "runs" / "q", tmp_path / "runs" / "f"
+    run_target(t, tmp_path, quick, quick=True, run_point=FakeRunner(), console=Console(quiet=True))
+    _rewrite(quick, written="2026-01-01 00:00:00")
+    runs = {"full": full, "quick": quick}
+    d = gather("fake-fig", runs, doc)
+    assert d == record_dir(doc, "fake-fig", "quick") and d.is_relative_to(tmp_path / "docs" / "reproduction")
+    assert {p.name for p in d.iterdir()} == {"verdict.json", "points.csv", "fake-fig.png"}
+    text = render(collect([d]), doc)
+    assert "![fake-fig](reproduction/fake-fig-quick/fake-fig.png)" in text
+
+    import shutil
+    shutil.rmtree(tmp_path / "runs")  # a fresh clone: the record alone
+    assert gather("fake-fig", runs, doc) == d and render(collect([d]), doc) == text
+
+    run_target(t, tmp_path, quick, quick=True, run_point=FakeRunner(), console=Console(quiet=True),
+               limit=1)  # a newer smoke run
+    assert gather("fake-fig", runs, doc) == d
+    assert json.loads((d / "verdict.json").read_text())["written"] == "2026-01-01 00:00:00"
+    _rewrite(quick, limit=None, points=4)  # the same run, complete and newer
+    assert gather("fake-fig", runs, doc) == d
+    assert json.loads((d / "verdict.json").read_text())["written"] > "2026-01-01 00:00:00"
+
+    run_target(t, tmp_path, full, quick=False, run_point=FakeRunner(), console=Console(quiet=True))
+    assert gather("fake-fig", runs, doc) == record_dir(doc, "fake-fig", "full")
+    assert gather("other", {"full": tmp_path / "x", "quick": tmp_path / "y"}, doc) is None
 
 
 def test_label_axis_passes_only_its_when_overrides(tmp_path):
