@@ -45,7 +45,10 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
                                                          "the host is overloaded and times are not to be trusted)."),
               doc: bool = typer.Option(False, "--doc", help="Write docs/REPRODUCTION.md: each target's full "
                                        "form when run, else its quick one; a run in runs/reproduce/ newer than "
-                                       "its record in docs/reproduction/ replaces that record first.")):
+                                       "its record in docs/reproduction/ replaces that record first."),
+              all_: bool = typer.Option(False, "--all", help="Run every target's form (--quick for the quick "
+                                        "ones), cheapest first, each resuming its points, then write the doc "
+                                        "as --doc does.")):
     """Reproduce a paper figure: run its sweep, draw it beside the paper's numbers, judge each claim."""
     from synclab.reproduce.schema import TargetError, load_target, load_targets, target_dir
 
@@ -66,36 +69,56 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
                       f"{len(_points(x.full))} pts, ~{_minutes(x.full.estimate_s)}")
         Console(width=160).print(t)
         return
+    if all_:
+        failed = []
+        for x in sorted(targets, key=lambda x: (x.quick if quick else x.full).estimate_s):
+            console.rule(f"{x.id} ({'quick' if quick else 'full'} form)")
+            if _run_one(x, root, None, quick, set_, points, max_dilation)["failures"]:
+                failed.append(x.id)
+        _write_doc(root, targets)
+        if failed:
+            _fail(f"points failed in: {', '.join(failed)}")
+        return
     if doc:
-        from synclab.reproduce.doc import collect, gather, render
-        from synclab.reproduce.runner import default_out
-
-        path = root / "docs" / "REPRODUCTION.md"
-        dirs = [gather(x.id, {"full": default_out(root, x, False), "quick": default_out(root, x, True)}, path)
-                for x in targets]
-        found = collect([d for d in dirs if d is not None])
-        have = {v["target"] for v, _ in found}
-        render(found, path, missing=[x.id for x in targets if x.id not in have])
-        console.print(f"wrote {path} ({len(found)} target(s) with a verdict)")
+        _write_doc(root, targets)
         return
     if target is None:
-        _fail("name a TARGET, or use --list / --doc")
+        _fail("name a TARGET, or use --list / --doc / --all")
     path = target_dir(root) / f"{target}.yaml"
     if not path.exists():
         _fail(f"no target {target!r}; have: {', '.join(x.id for x in targets)}")
+    if _run_one(load_target(path), root, out, quick, set_, points, max_dilation)["failures"]:
+        raise typer.Exit(1)
+
+
+def _write_doc(root: Path, targets: list) -> None:
+    """docs/REPRODUCTION.md from each target's best run or checked-in record (``doc.gather``)."""
+    from synclab.reproduce.doc import collect, gather, render
+    from synclab.reproduce.runner import default_out
+
+    path = root / "docs" / "REPRODUCTION.md"
+    dirs = [gather(x.id, {"full": default_out(root, x, False), "quick": default_out(root, x, True)}, path)
+            for x in targets]
+    found = collect([d for d in dirs if d is not None])
+    have = {v["target"] for v, _ in found}
+    render(found, path, missing=[x.id for x in targets if x.id not in have])
+    console.print(f"wrote {path} ({len(found)} target(s) with a verdict)")
+
+
+def _run_one(t, root: Path, out: Optional[Path], quick: bool, set_: list[str], points: Optional[int],
+             max_dilation: Optional[int]) -> dict:
+    """Run (or resume) one target's form and print its claims; returns the verdict."""
+    from rich.table import Table
+
+    from synclab.config.spec import SpecError
     from synclab.reproduce.runner import default_out, run_target
 
-    t = load_target(path)
     out_dir = out or default_out(root, t, quick)
-    from synclab.config.spec import SpecError
-
     try:
         v = run_target(t, root, out_dir, quick=quick, extra=list(set_), console=console, limit=points,
                        max_dilation=max_dilation)
     except SpecError as e:  # a point's settings (the target's or --set) do not make a valid spec
         _fail(f"{t.id}: a point's spec is invalid: {e}")
-    from rich.table import Table
-
     table = Table(title=f"{t.paper} {t.figure} ({v['form']} form): {v['verdict']}")
     for col in ("claim", "paper", "SyncLab", "verdict"):
         table.add_column(col)
@@ -103,10 +126,9 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
         s = "—" if c["synclab_value"] is None else f"{c['synclab_value']:.3g}"
         table.add_row(c["id"], f"{c['paper_value']:.3g} {c['unit']}", f"{s} {c['unit']}", c["verdict"])
     Console(width=140).print(table)
-    console.print(f"{out_dir}: points.csv, {v['figure_file']}, verdict.json "
-                  f"({v['points_reused']} of {v['points']} points kept from before; host {_minutes(v['host_seconds'])})")
-    if v["failures"]:
-        raise typer.Exit(1)
+    console.print(f"{out_dir}: points.csv, {v['figure_file']}, verdict.json ({v['points_reused']} of "
+                  f"{v['points']} points kept from before; host {_minutes(v['host_seconds'])})")
+    return v
 
 
 def _points(form) -> list:
