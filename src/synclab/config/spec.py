@@ -273,6 +273,9 @@ class RunSpec(_Section):
     connect_timeout_s: float = Field(30.0, gt=0)
     events: bool = Field(True, description="record per-tensor events and wire/compute spans (events.csv, spans.csv, overlap.csv, timeline.json)")
     linger_s: float = Field(0.0, ge=0, description="keep metrics endpoints up this long after the job ends")
+    traffic_sample_ms: float = Field(10.0, ge=1, le=10_000, description="host milliseconds between two rows of "
+                                     "each node's traffic-<node>.csv (P3 Fig. 8/9's 10 ms; under dilation a "
+                                     "coarser trace costs the host less)")
     dilation: float = Field(1.0, gt=0, le=1000, description="time dilation D: compute times x D, link rates / D; "
                                                              "records divided back (replay only)")
     checkpoint_every: int = Field(0, ge=0, description="every N iterations every node saves its state atomically "

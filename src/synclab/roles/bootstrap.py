@@ -98,7 +98,8 @@ def join(role: str, index: int, coordinator: str, token: str, *, host: str, adve
         if metrics_hold is not None:
             metrics_hold.close()
     run_dir = Path(reply.run_dir)
-    sampler = TrafficSampler(metrics, run_dir / f"traffic-{reply.node.name}.csv").start()
+    sampler = TrafficSampler(metrics, run_dir / f"traffic-{reply.node.name}.csv",
+                             interval_s=spec.run.traffic_sample_ms / 1000).start()
     log.info("%s registered; data plane :%d, metrics :%d", reply.node.name, port, metrics_port)
     return Joined(client, reply.node, spec, run_dir, port, metrics, sampler, reservation=data_hold,
                   tcp_port=tcp_port, tcp_reservation=tcp_hold)

@@ -28,6 +28,7 @@ def test_local_runs_one_process():
     ({"network": {"rate": "fast"}}, "network.rate"),
     ({"network": {"delay": "-3ms"}}, "network.delay"),
     ({"run": {"iterations": 5, "warmup": 5}}, "run.warmup"),
+    ({"run": {"traffic_sample_ms": 0}}, "run.traffic_sample_ms"),
     ({"strategy": {"name": "ps"}, "cluster": {"ps_shards": 0}}, "ps_shards"),
     ({"bogus": 1}, "bogus: unknown key"),
 ])
