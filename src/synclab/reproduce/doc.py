@@ -165,9 +165,9 @@ def render(found: list[tuple[dict[str, Any], Path]], doc: Path, *, missing: list
     lines.append("")
     for v, d in found:
         figure = None
-        png = d / v["figure_file"]
-        if png.exists() and png.resolve().is_relative_to(doc.parent.resolve()):  # a checked-in record's figure
-            figure = png.resolve().relative_to(doc.parent.resolve()).as_posix()
+        png, home = (d / v["figure_file"]).resolve(), doc.parent.resolve()
+        if png.exists() and png.is_relative_to(home):  # a checked-in record's figure
+            figure = png.relative_to(home).as_posix()
         elif png.exists():
             fig_dir.mkdir(parents=True, exist_ok=True)
             name = f"{v['target']}-{v['form']}.png"
