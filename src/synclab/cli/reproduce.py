@@ -43,6 +43,9 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
               max_dilation: Optional[int] = typer.Option(None, "--max-dilation", min=1, help="Cap each emulated "
                                                          "point's dilation at N (a smoke run: above the rule's D "
                                                          "the host is overloaded and times are not to be trusted)."),
+              repeats: int = typer.Option(1, "--repeats", min=1, help="Run each emulated point N times (at "
+                                          "least: repeats measured before are kept); its metrics are their mean, "
+                                          "and each claim says in how many repeats it gets the same verdict."),
               doc: bool = typer.Option(False, "--doc", help="Write docs/REPRODUCTION.md: each target's full "
                                        "form when run, else its quick one; a run in runs/reproduce/ newer than "
                                        "its record in docs/reproduction/ replaces that record first."),
@@ -73,7 +76,7 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
         failed = []
         for x in sorted(targets, key=lambda x: (x.quick if quick else x.full).estimate_s):
             console.rule(f"{x.id} ({'quick' if quick else 'full'} form)")
-            if _run_one(x, root, None, quick, set_, points, max_dilation)["failures"]:
+            if _run_one(x, root, None, quick, set_, points, max_dilation, repeats)["failures"]:
                 failed.append(x.id)
         _write_doc(root, targets)
         if failed:
@@ -87,7 +90,7 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
     path = target_dir(root) / f"{target}.yaml"
     if not path.exists():
         _fail(f"no target {target!r}; have: {', '.join(x.id for x in targets)}")
-    if _run_one(load_target(path), root, out, quick, set_, points, max_dilation)["failures"]:
+    if _run_one(load_target(path), root, out, quick, set_, points, max_dilation, repeats)["failures"]:
         raise typer.Exit(1)
 
 
@@ -106,7 +109,7 @@ def _write_doc(root: Path, targets: list) -> None:
 
 
 def _run_one(t, root: Path, out: Optional[Path], quick: bool, set_: list[str], points: Optional[int],
-             max_dilation: Optional[int]) -> dict:
+             max_dilation: Optional[int], repeats: int = 1) -> dict:
     """Run (or resume) one target's form and print its claims; returns the verdict."""
     from rich.table import Table
 
@@ -116,7 +119,7 @@ def _run_one(t, root: Path, out: Optional[Path], quick: bool, set_: list[str], p
     out_dir = out or default_out(root, t, quick)
     try:
         v = run_target(t, root, out_dir, quick=quick, extra=list(set_), console=console, limit=points,
-                       max_dilation=max_dilation)
+                       max_dilation=max_dilation, repeats=repeats)
     except SpecError as e:  # a point's settings (the target's or --set) do not make a valid spec
         _fail(f"{t.id}: a point's spec is invalid: {e}")
     table = Table(title=f"{t.paper} {t.figure} ({v['form']} form): {v['verdict']}")
@@ -124,7 +127,8 @@ def _run_one(t, root: Path, out: Optional[Path], quick: bool, set_: list[str], p
         table.add_column(col)
     for c in v["claims"]:
         s = "—" if c["synclab_value"] is None else f"{c['synclab_value']:.3g}"
-        table.add_row(c["id"], f"{c['paper_value']:.3g} {c['unit']}", f"{s} {c['unit']}", c["verdict"])
+        agree = f" ({c['repeats']['agree']}/{len(c['repeats']['values'])})" if c.get("repeats") else ""
+        table.add_row(c["id"], f"{c['paper_value']:.3g} {c['unit']}", f"{s} {c['unit']}", c["verdict"] + agree)
     Console(width=140).print(table)
     console.print(f"{out_dir}: points.csv, {v['figure_file']}, verdict.json ({v['points_reused']} of "
                   f"{v['points']} points kept from before; host {_minutes(v['host_seconds'])})")

@@ -37,7 +37,8 @@ def archive(run: Path, dest: Path) -> Path:
     from, checked in so that a fresh clone regenerates the same doc); returns ``dest``."""
     v = json.loads((run / "verdict.json").read_text())
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("verdict.json", "points.csv", v["figure_file"]):
+    (dest / "repeats.csv").unlink(missing_ok=True)  # an older record's repeats are not this run's
+    for name in ("verdict.json", "points.csv", "repeats.csv", v["figure_file"]):
         if (run / name).exists():
             shutil.copyfile(run / name, dest / name)
     return dest
@@ -62,7 +63,7 @@ def collect(out_dirs: list[Path]) -> list[tuple[dict[str, Any], Path]]:
     return sorted(found, key=lambda vd: vd[0]["target"])
 
 
-SHOWN = ("iteration_s", "compute_s", "comm_wait_s", "throughput", "speedup", "fit_a_s", "fit_b_s_per_byte",
+SHOWN = ("iteration_s", "iteration_s_spread", "repeats", "compute_s", "comm_wait_s", "throughput", "speedup", "fit_a_s", "fit_b_s_per_byte",
          "smallest_allreduce_s", "merged_groups", "servers", "dilation")
 
 
@@ -127,8 +128,13 @@ def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
     lines += ["| claim | source | paper | SyncLab | verdict |", "|---|---|---|---|---|"]
     for c in v["claims"]:
         unit = f" {c['unit']}" if c.get("unit") else ""
+        value, settled = _num(c["synclab_value"]), ""
+        if c.get("repeats"):  # judged on the repeats' means; the range and how many repeats agree beside it
+            r = c["repeats"]
+            value += f" ({_num(min(r['values']))}–{_num(max(r['values']))})"
+            settled = f" ({r['agree']}/{len(r['values'])} repeats)"
         lines.append(f"| {c['id']}: “{c['quote']}” | {c['source']} | {_num(c['paper_value'])}{unit} | "
-                     f"{_num(c['synclab_value'])}{unit} | **{c['verdict']}** |")
+                     f"{value}{unit} | **{c['verdict']}**{settled} |")
     lines += [""] + _points_table(out, list(v["axes"]))
     lines += [f"**Verdict: {v['verdict']}.**", ""]
     for c in v["claims"]:

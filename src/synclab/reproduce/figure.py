@@ -32,13 +32,28 @@ def _series(target: Target, records: list[dict[str, Any]], metric: str) -> dict[
     return series
 
 
+def _spreads(target: Target, records: list[dict[str, Any]], metric: str) -> dict[str, list[tuple[float, ...]]]:
+    """(x, min, max) of ``metric`` over each repeated point's repeats, by series (as :func:`_series`)."""
+    from synclab.reproduce.runner import spread
+
+    repeated = [r for r in records if spread(r, metric) is not None]
+    lows = _series(target, [{**r, "metrics": {metric: spread(r, metric)[0]}} for r in repeated], metric)
+    highs = _series(target, [{**r, "metrics": {metric: spread(r, metric)[1]}} for r in repeated], metric)
+    return {name: [(x, lo, hi) for (x, lo), (_, hi) in zip(pts, highs[name], strict=True)]
+            for name, pts in lows.items()}
+
+
 def _lines(ax, target: Target, records: list[dict[str, Any]]) -> None:
     f = target.figure_spec
     colors = {}
+    spreads = _spreads(target, records, f.y)
     for name, pts in sorted(_series(target, records, f.y).items()):
         pts.sort()
         (line,) = ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{name} (SyncLab)")
         colors[name] = line.get_color()
+        if spreads.get(name):  # a repeated point's range over its repeats (the marker is their mean)
+            ax.vlines([x for x, _, _ in spreads[name]], [lo for _, lo, _ in spreads[name]],
+                      [hi for _, _, hi in spreads[name]], color=colors[name], lw=2.5, alpha=0.5)
     for metric in f.also:  # e.g. a model's prediction of the same quantity: dashed, in the series' colour
         for name, pts in sorted(_series(target, records, metric).items()):
             pts.sort()

@@ -2,8 +2,11 @@
 
 For each point of the chosen form (quick or full) it runs the emulator or the simulator into
 ``OUT/points/<point-id>/`` and keeps the point's metrics in ``record.json`` there; a point whose
-record exists with the same overrides is kept and skipped (resumable). Then it writes
-``OUT/points.csv``, ``OUT/<target>.png`` and ``OUT/verdict.json``.
+record exists with the same overrides is kept and skipped (resumable). With ``repeats`` > 1 an emulated
+point runs that many times (the second into ``<point-id>.r2/``, and so on; simulated and modelled points
+are deterministic and run once): its metrics are the repeats' mean, ``repeats.csv`` holds every repeat,
+and each claim is judged on every repeat too, so the verdict says how many repeats agree with it.
+Then it writes ``OUT/points.csv``, ``OUT/<target>.png`` and ``OUT/verdict.json``.
 """
 
 from __future__ import annotations
@@ -58,16 +61,80 @@ def _load_record(path: Path, point: Point) -> dict | None:
     return record if record.get("overrides") == point.overrides else None
 
 
+def repeat_dir(out: Path, point: Point, repeat: int) -> Path:
+    """The run directory of a point's ``repeat``-th run (1-based): ``points/<id>/``, then ``points/<id>.rN/``."""
+    return out / "points" / (point.id if repeat == 1 else f"{point.id}.r{repeat}")
+
+
+def _repeats_on_disk(out: Path, point: Point) -> int:
+    """The highest repeat of ``point`` already recorded with its overrides (so a later run with fewer
+    ``--repeats`` still counts every repeat measured before)."""
+    found = 1
+    for d in (out / "points").glob(f"{point.id}.r*"):
+        n = d.name[len(point.id) + 2:]
+        if n.isdigit() and _load_record(d / "record.json", point) is not None:
+            found = max(found, int(n))
+    return found
+
+
+def _mean(values: list[Any]) -> Any:
+    """The mean of a metric over repeats (numbers only; anything else, or a metric some repeat lacks, is the
+    first repeat's value)."""
+    if any(v is None or isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+        return values[0]
+    return sum(values) / len(values)
+
+
+def merge_repeats(reps: list[dict[str, Any]]) -> dict[str, Any]:
+    """One point's record from its repeats' records: metrics averaged, every repeat's metrics kept under
+    ``repeat_metrics``, host time summed; one repeat is returned as it is."""
+    if len(reps) == 1:
+        return reps[0]
+    keys = list(dict.fromkeys(k for r in reps for k in r["metrics"]))
+    merged = dict(reps[0])
+    merged["metrics"] = {k: _mean([r["metrics"].get(k) for r in reps]) for k in keys}
+    merged["repeat_metrics"] = [r["metrics"] for r in reps]
+    merged["repeats"] = len(reps)
+    merged["host_seconds"] = sum(r["host_seconds"] for r in reps)
+    merged["code"] = ", ".join(dict.fromkeys(str(r.get("code", "unknown")) for r in reps))
+    return merged
+
+
+def spread(record: dict[str, Any], metric: str) -> tuple[float, float] | None:
+    """(min, max) of ``metric`` over a point's repeats; None for a point run once."""
+    vals = [m.get(metric) for m in record.get("repeat_metrics", [])]
+    vals = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return (min(vals), max(vals)) if len(vals) > 1 else None
+
+
 def write_points_csv(path: Path, records: list[dict[str, Any]]) -> None:
+    """``points.csv``: a row per point (the repeats' means); with repeats, the count and the relative spread
+    (max - min) / mean of ``iteration_s``, and ``repeats.csv`` beside it with a row per repeat."""
     axis = list(dict.fromkeys(k for r in records for k in r["values"]))
     metrics = list(dict.fromkeys(k for r in records for k in r["metrics"]))
+    repeated = any(r.get("repeats", 1) > 1 for r in records)
+
+    def cells(m: dict[str, Any]) -> list[Any]:
+        return ["" if m.get(k) is None else m[k] for k in metrics]
+
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["point", *axis, *metrics, "host_seconds"])
+        w.writerow(["point", *axis, *metrics, *(["repeats", "iteration_s_spread"] if repeated else []),
+                    "host_seconds"])
         for r in records:
-            w.writerow([r["id"], *(r["values"].get(k, "") for k in axis),
-                        *("" if r["metrics"].get(k) is None else r["metrics"][k] for k in metrics),
+            extra = []
+            if repeated:
+                s, mean = spread(r, "iteration_s"), r["metrics"].get("iteration_s")
+                extra = [r.get("repeats", 1), "" if s is None or not mean else f"{(s[1] - s[0]) / mean:.4f}"]
+            w.writerow([r["id"], *(r["values"].get(k, "") for k in axis), *cells(r["metrics"]), *extra,
                         f"{r['host_seconds']:.1f}"])
+    if repeated:
+        with (path.parent / "repeats.csv").open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["point", "repeat", *axis, *metrics])
+            for r in records:
+                for i, m in enumerate(r.get("repeat_metrics", [r["metrics"]]), start=1):
+                    w.writerow([r["id"], i, *(r["values"].get(k, "") for k in axis), *cells(m)])
 
 
 def read_points_csv(path: Path) -> list[dict[str, str]]:
@@ -83,10 +150,44 @@ def _judge(claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "unit": claim.unit, "synclab_value": None, "verdict": "not run", "why": str(e)}
 
 
+def _repeat_rows(records: list[dict[str, Any]], i: int) -> list[dict[str, Any]]:
+    """The rows of the ``i``-th repeat (0-based): each point's ``i``-th run; a point run once (deterministic,
+    or only once so far) stands in every repeat with its one value, a point with fewer repeats is left out."""
+    rows = []
+    for r in records:
+        reps = r.get("repeat_metrics")
+        if reps is None:
+            rows.append({**r["values"], **r["metrics"]})
+        elif i < len(reps):
+            rows.append({**r["values"], **reps[i]})
+    return rows
+
+
+def judge_repeats(claims: list[dict[str, Any]], target: Target, records: list[dict[str, Any]]) -> None:
+    """Add to each judged claim (on the repeats' means) its value and verdict in every repeat: ``repeats``
+    {values, verdicts, agree}, and say in ``why`` how many repeats give the same verdict."""
+    n = max((r.get("repeats", 1) for r in records), default=1)
+    if n < 2:
+        return
+    per = [[_judge(c, _repeat_rows(records, i)) for c in target.claims] for i in range(n)]
+    for k, claim in enumerate(claims):
+        runs = [p[k] for p in per if p[k]["synclab_value"] is not None]
+        if claim["synclab_value"] is None or not runs:
+            continue
+        values = [p["synclab_value"] for p in runs]
+        agree = sum(p["verdict"] == claim["verdict"] for p in runs)
+        claim["repeats"] = {"values": values, "verdicts": [p["verdict"] for p in runs], "agree": agree}
+        claim["why"] += (f" Over {len(runs)} repeats: {min(values):.3g} to {max(values):.3g}; "
+                         f"{agree} of {len(runs)} give this verdict alone"
+                         + ("." if agree == len(runs) else " (the verdict is not settled by one run)."))
+
+
 def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: list[str] = (),
                run_point: PointRunner | None = None, console=None, limit: int | None = None,
-               max_dilation: int | None = None) -> dict[str, Any]:
+               max_dilation: int | None = None, repeats: int = 1) -> dict[str, Any]:
     """Run (or resume) one target; returns the verdict written to ``out/verdict.json``.
+
+    ``repeats``: run each emulated point this many times (at least; repeats measured before are kept).
 
     ``limit``: run only the form's first ``limit`` points (a smoke run: the claims that need the others are
     'not run'). ``max_dilation``: cap every emulated point's D (a smoke run; see :func:`expand`)."""
@@ -107,34 +208,17 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
                   TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task(f"{target.id} ({'quick' if quick else 'full'})", total=len(points))
         for p in points:
-            run_dir = out / "points" / p.id
-            path = run_dir / "record.json"
-            record = _load_record(path, p)
+            record, ran = _run_repeats(target, root, out, p, repeats, run_point, code, progress, len(points),
+                                       failures)
+            reused += not ran and record is not None
             if record is not None:
-                reused += 1
-                progress.console.print(f"  point {p.index + 1}/{len(points)} {p.id}: done before, kept")
-            else:
-                for note in p.notes:
-                    progress.console.print(f"  point {p.index + 1}/{len(points)} {p.id}: {note}")
-                run_dir.mkdir(parents=True, exist_ok=True)
-                t0 = time.monotonic()
-                try:
-                    result = (run_point or RUNNERS[p.engine])(target, root, p, run_dir, progress.console.print)
-                except Exception as e:  # a failed point is reported; the others still run
-                    failures.append(f"{p.id}: {e}")
-                    progress.console.print(f"  [red]point {p.id} failed:[/] {e}")
-                    progress.advance(task)
-                    continue
-                record = {"id": p.id, "values": p.values, "overrides": p.overrides, "engine": p.engine,
-                          "dilation": p.dilation, "notes": p.notes, "host_seconds": time.monotonic() - t0,
-                          "code": code, **result}
-                path.write_text(json.dumps(record, indent=1, default=str) + "\n")
-            records.append(record)
+                records.append(record)
             progress.advance(task)
     write_points_csv(out / "points.csv", records)
     rows = [{**r["values"], **r["metrics"]} for r in records]
     png = draw(target, records, out / f"{target.id}.png", quick=quick)
     claims = [_judge(c, rows) for c in target.claims]
+    judge_repeats(claims, target, records)
     form = target.form(quick)
     calibration = None if scale is None else {"describe": scale.describe(), "scale": scale.scale,
                                               "source": scale.entry.source, "kind": scale.entry.kind}
@@ -155,7 +239,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         "startup_s": target.startup_s,
         "points": len(points), "points_reused": reused, "failures": failures,
         "dilation": {r["id"]: r["dilation"] for r in records}, "max_dilation": max_dilation,
-        "limit": limit,
+        "limit": limit, "repeats": max((r.get("repeats", 1) for r in records), default=1),
         "host_seconds": sum(r["host_seconds"] for r in records), "estimate_s": form.estimate_s,
         "full_form": {"command": f"synclab reproduce {target.id}", "axes": target.full.axes,
                       "set": target.full.set, "estimate_s": target.full.estimate_s},
@@ -166,3 +250,36 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
     }
     (out / "verdict.json").write_text(json.dumps(verdict, indent=1, default=str) + "\n")
     return verdict
+
+
+def _run_repeats(target: Target, root: Path, out: Path, p: Point, repeats: int, run_point: PointRunner | None,
+                 code: str, progress, total: int, failures: list[str]) -> tuple[dict | None, bool]:
+    """Every repeat of point ``p`` (kept when recorded before, else run); (the merged record or None when no
+    repeat succeeded, whether any repeat ran now)."""
+    n = max(repeats, _repeats_on_disk(out, p)) if p.engine == "emulate" else 1
+    reps, ran = [], False
+    for k in range(1, n + 1):
+        run_dir = repeat_dir(out, p, k)
+        label = f"  point {p.index + 1}/{total} {p.id}" + (f" (repeat {k}/{n})" if n > 1 else "")
+        record = _load_record(run_dir / "record.json", p)
+        if record is not None:
+            progress.console.print(f"{label}: done before, kept")
+            reps.append(record)
+            continue
+        if k == 1:
+            for note in p.notes:
+                progress.console.print(f"{label}: {note}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ran, t0 = True, time.monotonic()
+        try:
+            result = (run_point or RUNNERS[p.engine])(target, root, p, run_dir, progress.console.print)
+        except Exception as e:  # a failed point is reported; the others still run
+            failures.append(f"{p.id}" + (f" (repeat {k})" if n > 1 else "") + f": {e}")
+            progress.console.print(f"  [red]point {p.id} failed:[/] {e}")
+            continue
+        record = {"id": p.id, "values": p.values, "overrides": p.overrides, "engine": p.engine,
+                  "dilation": p.dilation, "notes": p.notes, "host_seconds": time.monotonic() - t0,
+                  "code": code, "repeat": k, **result}
+        (run_dir / "record.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+        reps.append(record)
+    return (merge_repeats(reps) if reps else None), ran

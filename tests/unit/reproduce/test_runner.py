@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -222,3 +223,65 @@ def test_an_emulated_point_keeps_its_records_but_not_the_final_parameters(tmp_pa
     result = points_mod.run_emulated(target, tmp_path, point, tmp_path, print)
     assert result["metrics"]["iteration_s"] == 0.5
     assert (tmp_path / "summary.json").exists() and not (tmp_path / "params.pt").exists()
+
+
+def _emulated_target(tmp_path: Path):
+    """The toy target with emulated points (no dilation rule: no spec is loaded)."""
+    d = tmp_path / "experiments" / "reproduce"
+    d.mkdir(parents=True)
+    path = d / "fake-fig.yaml"
+    path.write_text(yaml.safe_dump({**TARGET, "engine": "emulate", "dilation": "none"}))
+    return load_target(path)
+
+
+class DriftingRunner(FakeRunner):
+    """Each call of a point measures b's throughput differently: 1.6x, 2.4x, 2.0x a's (so b-over-a is 2.0 on
+    the mean, 'not' within ±10 % in two of the three repeats alone)."""
+
+    def __call__(self, target, root, point, run_dir, log):
+        self.calls.append(point.id)
+        w, s = point.values["cluster.workers"], point.values["strategy.name"]
+        k = self.calls.count(point.id)
+        return {"metrics": {"throughput": float(w) * ((1.6, 2.4, 2.0)[k - 1] if s == "b" else 1.0)}, "extra": {}}
+
+
+def test_repeated_points_are_averaged_and_every_claim_judged_per_repeat(tmp_path):
+    t, fake = _emulated_target(tmp_path), DriftingRunner()
+    t.claims[0].judge.within = 0.1
+    out = tmp_path / "out"
+    v = run_target(t, tmp_path, out, quick=True, run_point=fake, console=Console(quiet=True), repeats=3)
+    assert len(fake.calls) == 12 and v["repeats"] == 3
+    assert (out / "points" / "workers=4_name=b.r3" / "record.json").exists()
+    rows = {r["point"]: r for r in read_points_csv(out / "points.csv")}
+    assert float(rows["workers=4_name=b"]["throughput"]) == pytest.approx(8.0)  # mean of 6.4, 9.6, 8.0
+    assert rows["workers=4_name=b"]["repeats"] == "3"
+    assert len(read_points_csv(out / "repeats.csv")) == 12
+    claim = {c["id"]: c for c in v["claims"]}["b-over-a"]
+    assert claim["verdict"] == REPRODUCED and claim["synclab_value"] == pytest.approx(2.0)
+    assert claim["repeats"]["values"] == pytest.approx([1.6, 2.4, 2.0])
+    assert claim["repeats"]["agree"] == 1 and "1 of 3 give this verdict alone" in claim["why"]
+    doc = tmp_path / "docs" / "REPRODUCTION.md"
+    doc.parent.mkdir()
+    text = render(collect([out]), doc)
+    assert "| 2 (1.6–2.4) | **reproduced** (1/3 repeats) |" in text
+
+
+def test_repeats_measured_before_are_kept_and_counted(tmp_path):
+    t = _emulated_target(tmp_path)
+    out = tmp_path / "out"
+    run_target(t, tmp_path, out, quick=True, run_point=DriftingRunner(), console=Console(quiet=True), repeats=2)
+    again = DriftingRunner()
+    v = run_target(t, tmp_path, out, quick=True, run_point=again, console=Console(quiet=True))
+    assert again.calls == [] and v["repeats"] == 2 and v["points_reused"] == 4
+    more = DriftingRunner()
+    v = run_target(t, tmp_path, out, quick=True, run_point=more, console=Console(quiet=True), repeats=3)
+    assert sorted(more.calls) == sorted(["workers=2_name=a", "workers=2_name=b", "workers=4_name=a",
+                                         "workers=4_name=b"]) and v["repeats"] == 3
+
+
+def test_simulated_points_run_once_whatever_the_repeats(tmp_path):
+    t, fake = _target(tmp_path), FakeRunner()
+    v = run_target(t, tmp_path, tmp_path / "out", quick=True, run_point=fake, console=Console(quiet=True), repeats=3)
+    assert len(fake.calls) == 4 and v["repeats"] == 1
+    assert not (tmp_path / "out" / "repeats.csv").exists()
+    assert "repeats" not in read_points_csv(tmp_path / "out" / "points.csv")[0]
