@@ -63,7 +63,8 @@ def collect(out_dirs: list[Path]) -> list[tuple[dict[str, Any], Path]]:
     return sorted(found, key=lambda vd: vd[0]["target"])
 
 
-SHOWN = ("iteration_s", "iteration_s_spread", "repeats", "compute_s", "comm_wait_s", "throughput", "speedup", "fit_a_s", "fit_b_s_per_byte",
+SHOWN = ("iteration_s", "iteration_s_spread", "repeats", "compute_s", "comm_wait_s", "throughput", "speedup",
+         "fit_a_s", "fit_b_s_per_byte",
          "smallest_allreduce_s", "merged_groups", "servers", "dilation")
 
 
