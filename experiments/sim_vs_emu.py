@@ -16,6 +16,11 @@ point again while the emulated ones are reused; ``--lock FILE`` takes an flock p
 The issue's grid is every strategy × {1gbit, 4gbit} × {2, 4, 8, 16} × {resnet50, vgg16}; a point takes about
 30 s to several minutes of host time on the emulator, so run it in parts (finished points are kept: the
 summary of a point already in ``--out`` is reused). Writes ``sim-vs-emu.csv``, ``.json`` and ``.png``.
+
+``--record NAME`` also copies the three into ``docs/validation/NAME/`` with the command line, the code version and,
+per emulated point, when it ran, its wall time and the host's load average when it ended: the checked-in
+validation record that ``python experiments/validation_doc.py`` turns into ``docs/VALIDATION.md`` (the run
+directories themselves stay under ``--out``, not checked in).
 """
 
 from __future__ import annotations
@@ -55,14 +60,28 @@ def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | 
     if sim_only and not (out / "emu" / "summary.json").exists():
         raise RuntimeError("no emulated run recorded (--sim-only)")
     emu = _summary(out / "emu", emu_cmd)
+    provenance = _provenance(out / "emu", emu)
     if emu_only:
         return {"emulated_s": emu["iteration_seconds"]["mean"], "backend": emu.get("network_backend"),
-                "dilation": dilation}
+                "dilation": dilation, **provenance}
     sim = _summary(out / "sim", sim_cmd, redo=resim)
     e, s_ = emu["iteration_seconds"]["mean"], sim["iteration_seconds"]["mean"]
     row = {"emulated_s": e, "simulated_s": s_, "ratio": s_ / e, "within_10pct": abs(s_ / e - 1) <= 0.10,
-           "backend": emu.get("network_backend"), "dilation": dilation}
+           "backend": emu.get("network_backend"), "dilation": dilation, **provenance}
     return {**row, **cost_fits(out, dilation)}
+
+
+LOAD_FILE = "load-at-end.txt"
+
+
+def _provenance(emu_dir: Path, summary: dict) -> dict:
+    """When the emulated point ran (``started_at``, wall seconds) and the host's 1-minute load average when it
+    ended (written beside its records the first time, read back when the point is reused)."""
+    load = emu_dir / LOAD_FILE
+    if not load.exists():
+        load.write_text(Path("/proc/loadavg").read_text().split()[0] + "\n")
+    return {"emu_started": summary.get("started_at"), "emu_wall_s": summary.get("wall_seconds"),
+            "emu_load_end": float(load.read_text().split()[0])}
 
 
 def cost_fits(out: Path, dilation: int = 1) -> dict:
@@ -134,6 +153,8 @@ def main() -> None:
     ap.add_argument("--resim", action="store_true", help="simulate every point again (emulated ones are reused)")
     ap.add_argument("--emu-only", action="store_true", help="run the emulated points only")
     ap.add_argument("--sim-only", action="store_true", help="simulate the points already emulated; skip the rest")
+    ap.add_argument("--record", metavar="NAME", help="also copy the results into docs/validation/NAME/ (the "
+                                                    "checked-in record experiments/validation_doc.py reads)")
     a = ap.parse_args()
 
     from rich.console import Console
@@ -167,7 +188,7 @@ def main() -> None:
     (a.out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
     cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "backend",
             "dilation", "emu_a_s", "emu_b_s_per_byte", "sim_a_s", "sim_b_s_per_byte", "a_ratio", "b_ratio",
-            "emu_small_s", "sim_small_s", "small_ratio", "error"]
+            "emu_small_s", "sim_small_s", "small_ratio", "emu_started", "emu_wall_s", "emu_load_end", "error"]
     with (a.out / "sim-vs-emu.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
@@ -202,6 +223,29 @@ def main() -> None:
             t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], "—", "—", "—", r.get("error", "emulated only")[:60])
     Console(width=None if sys.stdout.isatty() else 150).print(t)
     print(f"wrote {a.out}/sim-vs-emu.csv, .json, .png")
+    if a.record:
+        dest = record(a.out, a.record, sys.argv[1:])
+        print(f"recorded in {dest} (python experiments/validation_doc.py writes docs/VALIDATION.md)")
+
+
+def record(out: Path, name: str, argv: list[str]) -> Path:
+    """Copy ``out``'s results into ``docs/validation/NAME/``, with the command and the code that produced them."""
+    import shlex
+    import shutil
+    import time
+
+    from synclab.reproduce.runner import code_version
+
+    dest = REPO / "docs" / "validation" / name
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in ("sim-vs-emu.csv", "sim-vs-emu.png"):
+        if (out / f).exists():
+            shutil.copyfile(out / f, dest / f)
+    rows = json.loads((out / "sim-vs-emu.json").read_text())
+    meta = {"command": "python experiments/sim_vs_emu.py " + shlex.join(argv), "code": code_version(REPO),
+            "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "rows": rows}
+    (dest / "sim-vs-emu.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return dest
 
 
 if __name__ == "__main__":

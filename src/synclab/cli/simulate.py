@@ -42,7 +42,8 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
                                                        "synclab.sim.run; 0 leaves it out)."),
              ring_goodput: Optional[str] = typer.Option(None, "--ring-goodput", help="With --host-cpu: the share "
                                                         "of TCP goodput the emulator's ring all-reduce reaches "
-                                                        "alone, by ring size: N:SHARE,... or allreduce.csv files "
+                                                        "alone, by ring size and segment: N:SHARE, "
+                                                        "N:SEGMENT_BYTES:SHARE, or allreduce.csv files "
                                                         "of experiments/allreduce_vs_gloo.py (default: 1)."),
              shard_cpu: Optional[str] = typer.Option(None, "--shard-cpu", help="PUSH,UPDATE,REPLY: the PS shards' "
                                                      "host CPU in ns per value (experiments/shard_cpu.py measures "

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import random
 from collections.abc import Callable
 
@@ -134,6 +135,21 @@ class Flow:
         self.rate, self.t_last, self.version = 0.0, 0.0, 0
 
 
+def goodput_at(points: list[tuple[int, float]], segment: int) -> float:
+    """The share at a ring segment of ``segment`` bytes: linear in log(segment) between the measured segment
+    sizes, the nearest measured share outside them (a size-free entry, segment 0, holds at every size);
+    1.0 without points."""
+    if not points:
+        return 1.0
+    if len(points) == 1 or segment <= points[0][0]:
+        return points[0][1]
+    for (s0, g0), (s1, g1) in itertools.pairwise(points):
+        if segment <= s1:
+            w = math.log(segment / s0) / math.log(s1 / s0)
+            return g0 + w * (g1 - g0)
+    return points[-1][1]
+
+
 class HostCpu:
     """The emulator's host CPU as a shared resource of the simulated network (a measured effect, opt-in).
 
@@ -148,7 +164,8 @@ class HostCpu:
     """
 
     def __init__(self, cores: float, cpu_s_per_byte: float, *, serial_s_per_byte: float = 0.0,
-                 dilation: float = 1.0, mirrored: int = 1, tensor_s: float = 0.0, ring_goodput: float = 1.0):
+                 dilation: float = 1.0, mirrored: int = 1, tensor_s: float = 0.0,
+                 ring_goodput: float | list[tuple[int, float]] = 1.0):
         if cores <= 0:
             raise ValueError(f"host cores must be > 0, got {cores}")
         if cpu_s_per_byte <= 0:
@@ -165,11 +182,19 @@ class HostCpu:
         self.cores, self.cpu_s_per_byte, self.dilation, self.mirrored = cores, cpu_s_per_byte, dilation, mirrored
         self.serial_s_per_byte = serial_s_per_byte
         self.tensor_s = tensor_s  # the worker runtime's host seconds per tensor beside the ring (Network.tensor_job)
-        if not 0 < ring_goodput <= 1:
-            raise ValueError(f"ring goodput must be in (0, 1], got {ring_goodput}")
         # the share of the link's TCP goodput the emulator's ring reaches at this world size, measured alone
-        # (experiments/allreduce_vs_gloo.py; synclab.sim.run.ring_goodput_for): ring segments take 1/it longer
-        self.ring_goodput = ring_goodput
+        # (experiments/allreduce_vs_gloo.py; synclab.sim.run.ring_goodput_for): one share, or (segment bytes,
+        # share) points (goodput_at); ring segments take 1/share longer
+        points = [(0, float(ring_goodput))] if isinstance(ring_goodput, (int, float)) else list(ring_goodput)
+        if not all(0 < g <= 1 for _, g in points):
+            raise ValueError(f"ring goodput must be in (0, 1], got {ring_goodput}")
+        self._goodput = sorted(points)
+        sized = [p for p in self._goodput if p[0] > 0]  # a size-free table reads as its one share (1 when empty)
+        self.ring_goodput = [list(p) for p in sized] if sized else goodput_at(self._goodput, 0)
+
+    def ring_share(self, segment: int) -> float:
+        """The ring's measured goodput share at a segment of ``segment`` bytes (:func:`goodput_at`)."""
+        return goodput_at(self._goodput, segment)
 
     @property
     def capacity_bps(self) -> float:

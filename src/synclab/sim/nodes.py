@@ -125,7 +125,8 @@ class Cluster:
 
 
 def ring_allreduce(cluster: Cluster, world: int, numel: int, elem_bytes: int, on_done: Callback,
-                   mirror: Callable[[int], None] | None = None, goodput: float = 1.0) -> None:
+                   mirror: Callable[[int], None] | None = None,
+                   goodput: float | Callable[[int], float] = 1.0) -> None:
     """Ring all-reduce of ``numel`` elements: 2(N-1) steps, each one segment (of M/N) per rank to its
     successor (as :func:`synclab.collective.ring.ring_allreduce_`; Table 2 "Ring" of MG-WFBP).
 
@@ -135,14 +136,16 @@ def ring_allreduce(cluster: Cluster, world: int, numel: int, elem_bytes: int, on
     (``mirror(bytes)`` counts their bytes). Each step carries the largest segment
     (ceil(M/N)): the ring advances at the pace of its slowest rank. A step starts when
     the previous one was delivered (rank r sends step s+1 once it received step s). ``goodput`` < 1 (the
-    emulator host's measured ring goodput, :class:`~synclab.sim.network.HostCpu`): a segment occupies its link
-    as long as ``seg / goodput`` bytes would; the bytes counted stay ``seg``.
+    emulator host's measured ring goodput, :meth:`~synclab.sim.network.HostCpu.ring_share`; a share, or a
+    function of the segment's bytes): a segment occupies its link as long as ``seg / goodput`` bytes would; the
+    bytes counted stay ``seg``.
     """
     if world <= 1 or numel <= 0:
         cluster.net.after(0.0, on_done)
         return
     seg = max(hi - lo for lo, hi in segment_bounds(numel, world)) * elem_bytes
-    wire = seg if goodput >= 1 else math.ceil(seg / goodput)
+    share = goodput(seg) if callable(goodput) else goodput
+    wire = seg if share >= 1 else math.ceil(seg / share)
     steps = 2 * (world - 1)
     state = [0]
 

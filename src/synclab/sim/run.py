@@ -20,7 +20,7 @@ from typing import Any
 import simpy
 
 from synclab.config import Spec, SpecError, parse_spec
-from synclab.sim.network import HostCpu, Network
+from synclab.sim.network import HostCpu, Network, goodput_at  # noqa: F401 (re-exported)
 from synclab.sim.nodes import Cluster, SimWorker, ring_allreduce
 from synclab.sim.strategies import (OTHER_STRATEGIES, PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard,
                                     mgwfbp_fit, model_for)
@@ -128,22 +128,29 @@ def prepare(spec: Spec) -> tuple[Spec, list[str]]:
     return spec, notes + more
 
 
-def ring_goodput_for(table: dict[int, float] | None, world: int) -> float:
-    """The measured ring goodput share for ``world`` ranks: the entry of the largest measured ring size not
-    above ``world`` (a larger ring on the same host does no better), 1.0 without one."""
+GoodputTable = dict[int, list[tuple[int, float]]]  # ranks -> [(segment bytes, share)], segment 0: any size
+
+
+def ring_goodput_for(table: GoodputTable | None, world: int) -> list[tuple[int, float]]:
+    """The measured ring goodput of ``world`` ranks, as (segment bytes, share) points: those of the largest
+    measured ring size not above ``world`` (a larger ring on the same host does no better); ``[]`` (the full
+    goodput) without one."""
     sizes = [n for n in (table or {}) if n <= world]
-    return table[max(sizes)] if sizes else 1.0
+    return list(table[max(sizes)]) if sizes else []
 
 
-def parse_ring_goodput(text: str) -> dict[int, float]:
-    """``N:share,...`` or a comma-separated list of ``allreduce.csv`` files of ``experiments/allreduce_vs_gloo.py``
-    (each row: ranks, the ring bound at the wire rate and SyncLab's measured time; share = bound / time /
-    :data:`PAYLOAD_SHARE`, i.e. of the TCP goodput the simulator's links already carry, at most 1). A ring size
-    given more than once (repeated measurements) gets the mean of its shares."""
+def parse_ring_goodput(text: str) -> GoodputTable:
+    """The emulator's ring goodput, measured alone, from ``N:SHARE`` (any segment size), ``N:SEGMENT:SHARE``
+    (segment in bytes, e.g. ``16:150562:0.61``) or ``allreduce.csv`` files of
+    ``experiments/allreduce_vs_gloo.py`` (each row: ranks, MB all-reduced, the ring bound at the wire rate and
+    SyncLab's time; segment = bytes / ranks, share = bound / time / :data:`PAYLOAD_SHARE`, i.e. of the TCP
+    goodput the simulator's links already carry, at most 1), comma-separated. A (ranks, segment) given more
+    than once (repeated measurements) gets the mean of its shares. A ring size takes entries with a segment
+    size or one without, not both."""
     import csv
     import statistics
 
-    found: dict[int, list[float]] = {}
+    found: dict[int, dict[int, list[float]]] = {}
     for item in (t.strip() for t in text.split(",") if t.strip()):
         if item.endswith(".csv"):
             try:
@@ -153,23 +160,36 @@ def parse_ring_goodput(text: str) -> dict[int, float]:
             for r in rows:
                 try:
                     n, bound, took = int(r["ranks"]), float(r["ring_bound_s"]), float(r["synclab_s"])
-                except (KeyError, ValueError):
-                    raise ValueError(f"--ring-goodput: {item} is not an allreduce.csv of "
-                                     f"experiments/allreduce_vs_gloo.py (ranks, ring_bound_s, synclab_s)") from None
-                found.setdefault(n, []).append(min(1.0, bound / took / PAYLOAD_SHARE))
+                    segment = round(float(r["mbytes"]) * 1e6 / n)
+                except (KeyError, ValueError, ZeroDivisionError):
+                    raise ValueError(f"--ring-goodput: {item} is not an allreduce.csv of experiments/"
+                                     f"allreduce_vs_gloo.py (ranks, mbytes, ring_bound_s, synclab_s)") from None
+                found.setdefault(n, {}).setdefault(segment, []).append(min(1.0, bound / took / PAYLOAD_SHARE))
             continue
-        n, _, share = item.partition(":")
+        parts = item.split(":")
         try:
-            found.setdefault(int(n), []).append(float(share))
+            if len(parts) not in (2, 3):
+                raise ValueError
+            n, share = int(parts[0]), float(parts[-1])
+            segment = int(parts[1]) if len(parts) == 3 else 0
         except ValueError:
-            raise ValueError(f"--ring-goodput: {item!r} must be RANKS:SHARE (e.g. 8:0.84) "
+            raise ValueError(f"--ring-goodput: {item!r} must be RANKS:SHARE (e.g. 8:0.84), RANKS:SEGMENT_BYTES:SHARE "
                              f"or an allreduce.csv") from None
+        if len(parts) == 3 and segment < 1:
+            raise ValueError(f"--ring-goodput: {item!r}: the segment must be >= 1 byte")
+        found.setdefault(n, {}).setdefault(segment, []).append(share)
     if not found:
         raise ValueError("--ring-goodput: no entries")
-    for n, shares in found.items():
+    table: GoodputTable = {}
+    for n, by_size in found.items():
+        shares = [x for v in by_size.values() for x in v]
         if n < 2 or not all(0 < x <= 1 for x in shares):
             raise ValueError(f"--ring-goodput: {n} ranks at {shares}: ranks must be >= 2, the share in (0, 1]")
-    return {n: statistics.fmean(v) for n, v in found.items()}
+        if 0 in by_size and len(by_size) > 1:
+            raise ValueError(f"--ring-goodput: {n} ranks has entries with and without a segment size; give "
+                             f"every entry a size (N:SEGMENT:SHARE) or none")
+        table[n] = sorted((seg, statistics.fmean(v)) for seg, v in by_size.items())
+    return table
 
 
 class Simulation:
@@ -179,7 +199,7 @@ class Simulation:
                  record_events: bool | None = None, host_cores: float | None = None,
                  cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
                  serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None, tbf_bucket: bool = True,
-                 tensor_s: float | None = None, ring_goodput: dict[int, float] | None = None):
+                 tensor_s: float | None = None, ring_goodput: GoodputTable | None = None):
         import torch
 
         from synclab.core import param_layout
@@ -284,7 +304,7 @@ class Simulation:
             self._ring_bytes += nbytes
         h = self.net.host_cpu
         ring_allreduce(self.cluster, self.world, numel, elem_bytes or self.elem_bytes, on_done, mirror,
-                       goodput=1.0 if h is None else h.ring_goodput)
+                       goodput=1.0 if h is None else h.ring_share)
 
     def node_bytes(self, node: str) -> tuple[int, int]:
         if self.mirror:
@@ -334,7 +354,7 @@ def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events:
              cpu_s_per_byte: float = DEFAULT_CPU_S_PER_BYTE,
              serial_s_per_byte: float = DEFAULT_SERIAL_S_PER_BYTE, shard_cpu=None,
              tbf_bucket: bool = True, tensor_s: float | None = None,
-             ring_goodput: dict[int, float] | None = None) -> SimResult:
+             ring_goodput: GoodputTable | None = None) -> SimResult:
     """Simulate ``spec`` (as loaded by :func:`synclab.config.load_spec`); :class:`UnsupportedStrategy` or
     :class:`~synclab.config.SpecError` when it cannot.
 
@@ -344,8 +364,8 @@ def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events:
     emulator's shaper buckets, :class:`~synclab.sim.network.TokenBucket`, unless ``tbf_bucket`` is False, and
     the all-reduce workers' runtime spending ``tensor_s`` host seconds per tensor, ``Network.tensor_job``;
     None: the measured value of the strategy's path, :func:`tensor_s_for`; and, given ``ring_goodput``
-    (ranks -> the share of TCP goodput the emulator's ring reached alone, :func:`parse_ring_goodput`), each
-    ring segment slowed to that share, :func:`ring_goodput_for`),
+    (ranks -> the share of TCP goodput the emulator's ring reached alone by segment size,
+    :func:`parse_ring_goodput`), each ring segment slowed to the share at its size, :func:`goodput_at`),
     for validation against the emulator; None (default) simulates a cluster whose nodes have their own
     CPUs and NICs."""
     if startup_s < 0:

@@ -1,0 +1,130 @@
+"""``docs/VALIDATION.md`` from the checked-in validation records (issue 14): the simulator against the emulator.
+
+Every ``docs/validation/NAME/sim-vs-emu.json`` (written by ``experiments/sim_vs_emu.py --record NAME``: the
+command, the code, and per point the emulated and simulated mean iteration time, the fitted T(M) = a + b·M of
+``mgwfbp`` on both sides, when the emulated point ran and the host's load then) becomes one section: simulated ÷
+emulated per (strategy, rate, model) and worker count, bold within ±10 %, and the a, b ratios (the issue's 20 %).
+Every ``docs/validation/NAME/allreduce.csv`` (``experiments/allreduce_vs_gloo.py``, copied there) becomes a table
+of the ring's measured goodput share per (ranks, segment), the simulator's ``--ring-goodput`` input. Nothing in
+the document is typed: rerun this after adding a record.
+
+    python experiments/validation_doc.py [--dir docs/validation] [--out docs/VALIDATION.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PAYLOAD_SHARE = 1448 / 1514  # synclab.sim.run.PAYLOAD_SHARE (kept here so the doc needs no simulator import)
+
+
+def _f(v, fmt: str = ".3f") -> str:
+    return "—" if v in (None, "") else format(float(v), fmt)
+
+
+def _ratio_cell(r: dict) -> str:
+    if r.get("ratio") in (None, ""):
+        return f"emulated only ({_f(r.get('emulated_s'))} s)" if r.get("emulated_s") else r.get("error", "—")
+    v = float(r["ratio"])
+    mark = f"**{v:.3f}**" if abs(v - 1) <= 0.10 else f"{v:.3f}"
+    return f"{mark} ({_f(r['simulated_s'])} / {_f(r['emulated_s'])} s, D = {r.get('dilation', '?')})"
+
+
+def grid_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str], dict]:
+    """One record's section and its counts (points compared, within ±10 %, b ratios within 20 %)."""
+    rows = meta["rows"]
+    workers = sorted({int(r["workers"]) for r in rows})
+    keys = list(dict.fromkeys((r["strategy"], r["rate"], r["model"]) for r in rows))
+    by = {(r["strategy"], r["rate"], r["model"], int(r["workers"])): r for r in rows}
+    compared = [r for r in rows if r.get("ratio") not in (None, "")]
+    within = sum(abs(float(r["ratio"]) - 1) <= 0.10 for r in compared)
+    fits = [r for r in compared if r.get("b_ratio") not in (None, "")]
+    fits_ok = sum(abs(float(r["b_ratio"]) - 1) <= 0.20 and abs(float(r["a_ratio"]) - 1) <= 0.20 for r in fits)
+    lines = [f"## `{name}`", "", f"`{meta['command']}` — code `{meta.get('code', '?')}`, recorded "
+             f"{meta.get('written', '?')}.", "",
+             f"{within} of {len(compared)} points within ±10 %"
+             + (f"; `mgwfbp`'s fitted a and b both within 20 % at {fits_ok} of {len(fits)}" if fits else "") + ".", "",
+             "Simulated ÷ emulated mean iteration (simulated / emulated s, dilation):", "",
+             "| strategy | rate | model | " + " | ".join(f"{w} workers" for w in workers) + " |",
+             "|---|---|---|" + "---|" * len(workers)]
+    for k in keys:
+        lines.append(f"| `{k[0]}` | {k[1]} | {k[2]} | "
+                     + " | ".join(_ratio_cell(by[(*k, w)]) if (*k, w) in by else "" for w in workers) + " |")
+    if fits:
+        lines += ["", "`mgwfbp`'s fit of T(M) = a + b·M (emulated clock), emulated vs simulated:", "",
+                  "| point | a emulated | a simulated | a ratio | b emulated | b simulated | b ratio |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in fits:
+            lines.append(f"| `{r['strategy']}` {r['rate']} {r['model']} {r['workers']} workers | "
+                         f"{_f(float(r['emu_a_s']) * 1e3)} ms | {_f(float(r['sim_a_s']) * 1e3)} ms | "
+                         f"{_f(r['a_ratio'])} | "
+                         f"{_f(float(r['emu_b_s_per_byte']) * 1e9, '.2f')} ns/B | "
+                         f"{_f(float(r['sim_b_s_per_byte']) * 1e9, '.2f')} ns/B | {_f(r['b_ratio'])} |")
+    timed = [r for r in rows if r.get("emu_started")]
+    if timed:
+        loads = [float(r["emu_load_end"]) for r in timed if r.get("emu_load_end") not in (None, "")]
+        lines += ["", f"Emulated {min(r['emu_started'] for r in timed)} to {max(r['emu_started'] for r in timed)} "
+                      f"(point starts), {sum(float(r['emu_wall_s'] or 0) for r in timed) / 60:.1f} host min; "
+                      + (f"1-minute load average at the points' ends {min(loads):.1f}–{max(loads):.1f}." if loads
+                         else "load not recorded.")]
+    if rel_png:
+        lines += ["", f"![{name}]({rel_png})"]
+    return lines + [""], {"compared": len(compared), "within": within, "fits": len(fits), "fits_ok": fits_ok}
+
+
+def ring_section(name: str, paths: list[Path]) -> list[str]:
+    rows = [r for path in paths for r in csv.DictReader(path.open())]
+    rows.sort(key=lambda r: (int(r["ranks"]), float(r["mbytes"])))
+    lines = [f"## `{name}`: the ring alone ({', '.join(f'`{p.name}`' for p in paths)})", "",
+             "SyncLab's ring all-reduce alone (`experiments/allreduce_vs_gloo.py`), its share of the link's TCP "
+             "goodput (ring bound ÷ time ÷ 1448/1514) by ranks and segment (bytes ÷ ranks), gloo's beside it:", "",
+             "| link | ranks | MB | segment | SyncLab s | gloo s | ring bound s | SyncLab share | gloo share |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        n, mb, bound = int(r["ranks"]), float(r["mbytes"]), float(r["ring_bound_s"])
+        def share(t):
+            return "—" if t in (None, "") else f"{min(1.0, bound / float(t) / PAYLOAD_SHARE):.3f}"
+        lines.append(f"| {Path(r['link']).name} | {n} | {mb:.1f} | {mb * 1e6 / n / 1e3:.0f} kB | "
+                     f"{_f(r['synclab_s'])} | "
+                     f"{_f(r.get('gloo_s'))} | {bound:.3f} | {share(r['synclab_s'])} | {share(r.get('gloo_s'))} |")
+    return lines + [""]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", type=Path, default=REPO / "docs" / "validation")
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "VALIDATION.md")
+    a = ap.parse_args()
+    if not a.dir.is_dir():
+        raise SystemExit(f"error: no validation records in {a.dir} (experiments/sim_vs_emu.py --record NAME)")
+    sections, summary = [], []
+    for d in sorted(p for p in a.dir.iterdir() if p.is_dir()):
+        if (d / "sim-vs-emu.json").exists():
+            meta = json.loads((d / "sim-vs-emu.json").read_text())
+            png = d / "sim-vs-emu.png"
+            rel = png.relative_to(a.out.parent).as_posix() if png.exists() else None
+            lines, counts = grid_section(d.name, meta, rel)
+            sections += lines
+            summary.append((d.name, counts))
+        if rings := sorted(d.glob("allreduce*.csv")):
+            sections += ring_section(d.name, rings)
+    head = ["# The simulator against the emulator", "",
+            "Generated by `python experiments/validation_doc.py` from the records under `docs/validation/` "
+            "(`experiments/sim_vs_emu.py --record NAME`); do not edit by hand. The README's Simulation section "
+            "explains the model; earlier sessions' tables there were typed from runs that were not kept.", ""]
+    if summary:
+        head += ["| record | points within ±10 % | `mgwfbp` a, b within 20 % |", "|---|---|---|"]
+        for name, c in summary:
+            head.append(f"| [`{name}`](#{name}) | {c['within']} of {c['compared']} | "
+                        + (f"{c['fits_ok']} of {c['fits']}" if c["fits"] else "—") + " |")
+        head.append("")
+    a.out.write_text("\n".join(head + sections))
+    print(f"wrote {a.out} ({len(summary)} validation record(s))")
+
+
+if __name__ == "__main__":
+    main()

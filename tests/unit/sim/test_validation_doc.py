@@ -1,0 +1,63 @@
+"""The validation record (``sim_vs_emu.py --record``) and ``docs/VALIDATION.md`` built from records only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from support.scripts import load_experiment as _load
+
+REPO = Path(__file__).resolve().parents[3]
+ROWS = [
+    {"strategy": "wfbp", "rate": "1gbit", "workers": 2, "model": "resnet50", "emulated_s": 1.0, "simulated_s": 0.95,
+     "ratio": 0.95, "dilation": 2, "emu_started": "2026-11-26T20:00:00", "emu_wall_s": 60.0, "emu_load_end": 1.5},
+    {"strategy": "wfbp", "rate": "1gbit", "workers": 16, "model": "resnet50", "emulated_s": 4.0, "simulated_s": 3.0,
+     "ratio": 0.75, "dilation": 16, "emu_started": "2026-11-26T20:05:00", "emu_wall_s": 600.0, "emu_load_end": 9.0},
+    {"strategy": "mgwfbp", "rate": "1gbit", "workers": 16, "model": "resnet50", "emulated_s": 6.0,
+     "simulated_s": 5.7, "ratio": 0.95, "dilation": 16, "emu_a_s": 0.0134, "sim_a_s": 0.0137, "a_ratio": 1.02,
+     "emu_b_s_per_byte": 24e-9, "sim_b_s_per_byte": 19.4e-9, "b_ratio": 0.81},
+]
+
+
+def test_a_record_keeps_the_command_code_and_rows(tmp_path, monkeypatch):
+    m = _load("sim_vs_emu")
+    out = tmp_path / "runs"
+    out.mkdir()
+    (out / "sim-vs-emu.json").write_text(json.dumps(ROWS))
+    (out / "sim-vs-emu.csv").write_text("strategy\nwfbp\n")
+    monkeypatch.setattr(m, "REPO", tmp_path)
+    dest = m.record(out, "grid-a", ["--workers", "2,16", "--sim-arg=--host-cpu"])
+    assert dest == tmp_path / "docs" / "validation" / "grid-a"
+    meta = json.loads((dest / "sim-vs-emu.json").read_text())
+    assert meta["command"] == "python experiments/sim_vs_emu.py --workers 2,16 --sim-arg=--host-cpu"
+    assert meta["rows"] == ROWS and meta["code"] and meta["written"]
+    assert (dest / "sim-vs-emu.csv").read_text() == "strategy\nwfbp\n"
+
+
+def test_the_doc_counts_and_tabulates_every_record(tmp_path):
+    d = tmp_path / "validation"
+    (d / "grid-a").mkdir(parents=True)
+    (d / "grid-a" / "sim-vs-emu.json").write_text(json.dumps({"command": "python experiments/sim_vs_emu.py x",
+                                                              "code": "abc", "written": "now", "rows": ROWS}))
+    (d / "ring").mkdir()
+    (d / "ring" / "allreduce.csv").write_text("link,ranks,mbytes,ring_bound_s,gloo_s,synclab_s\n"
+                                              "e62500kbit.yaml,16,2.408996,0.578,0.612,0.993\n")
+    out = tmp_path / "VALIDATION.md"
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir", str(d),
+                        "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert "| [`grid-a`](#grid-a) | 2 of 3 | 1 of 1 |" in text  # b ratio 0.81: just inside 20 %
+    assert ("| `wfbp` | 1gbit | resnet50 | **0.950** (0.950 / 1.000 s, D = 2) | 0.750 (3.000 / 4.000 s, D = 16) |"
+            in text)
+    assert "| 24.00 ns/B | 19.40 ns/B | 0.810 |" in text
+    assert "1-minute load average at the points' ends 1.5–9.0" in text
+    assert "| e62500kbit.yaml | 16 | 2.4 | 151 kB | 0.993 | 0.612 | 0.578 | 0.609 | 0.987 |" in text
+
+
+def test_no_records_is_a_clear_error(tmp_path):
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir",
+                        str(tmp_path / "none"), "--out", str(tmp_path / "V.md")], capture_output=True, text=True)
+    assert r.returncode != 0 and "no validation records" in r.stderr
