@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from synclab.reproduce.repeats import spread
 from synclab.reproduce.schema import Target
 
 
@@ -34,8 +35,6 @@ def _series(target: Target, records: list[dict[str, Any]], metric: str) -> dict[
 
 def _spreads(target: Target, records: list[dict[str, Any]], metric: str) -> dict[str, list[tuple[float, ...]]]:
     """(x, min, max) of ``metric`` over each repeated point's repeats, by series (as :func:`_series`)."""
-    from synclab.reproduce.runner import spread
-
     repeated = [r for r in records if spread(r, metric) is not None]
     lows = _series(target, [{**r, "metrics": {metric: spread(r, metric)[0]}} for r in repeated], metric)
     highs = _series(target, [{**r, "metrics": {metric: spread(r, metric)[1]}} for r in repeated], metric)
