@@ -61,3 +61,13 @@ def test_no_records_is_a_clear_error(tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir",
                         str(tmp_path / "none"), "--out", str(tmp_path / "V.md")], capture_output=True, text=True)
     assert r.returncode != 0 and "no validation records" in r.stderr
+
+
+def test_an_emulated_point_keeps_the_load_it_ended_under(tmp_path):
+    m = _load("sim_vs_emu")
+    summary = {"started_at": "2026-11-26T20:00:00", "wall_seconds": 61.5}
+    first = m._provenance(tmp_path, summary)
+    assert first["emu_started"] == summary["started_at"] and first["emu_wall_s"] == 61.5
+    assert first["emu_load_end"] >= 0 and (tmp_path / m.LOAD_FILE).exists()
+    (tmp_path / m.LOAD_FILE).write_text("7.25\n")  # a reused point reads back what was written when it ran
+    assert m._provenance(tmp_path, summary)["emu_load_end"] == 7.25
