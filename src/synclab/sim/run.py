@@ -139,9 +139,54 @@ def ring_goodput_for(table: GoodputTable | None, world: int) -> list[tuple[int, 
     return list(table[max(sizes)]) if sizes else []
 
 
+def simulate_ring(world: int, numel: int, link, *, host_cores: float = 2.0, goodput: float | list = 1.0,
+                  startup_s: float = DEFAULT_STARTUP_S, elem_bytes: int = 4) -> float:
+    """Seconds of one ring all-reduce of ``numel`` elements among ``world`` ranks behind ``link`` (a
+    :class:`~synclab.netem.profiles.LinkProfile`) on the emulator's host modelled (``host_cores``, D = 1), timed
+    as ``experiments/allreduce_vs_gloo.py`` times SyncLab's: after an untimed warm-up all-reduce and a one-element
+    barrier all-reduce. ``goodput``: the ring's share (or (segment, share) points) to simulate it with."""
+    from synclab.config.spec import auto_chunk_bytes
+
+    env = simpy.Environment()
+    host = HostCpu(host_cores, DEFAULT_CPU_S_PER_BYTE, serial_s_per_byte=DEFAULT_SERIAL_S_PER_BYTE,
+                   mirrored=world, ring_goodput=goodput)
+    net = Network(env, random.Random(0), host)
+    cluster = Cluster(net, link, startup_s=startup_s, chunk_bytes=auto_chunk_bytes(link.rate_bps),
+                      policies={"worker": "fifo"}, record_spans=False, payload_share=PAYLOAD_SHARE)
+    marks: list[float] = []
+
+    def then(*sizes: int) -> None:
+        marks.append(env.now)
+        if sizes:
+            ring_allreduce(cluster, world, sizes[0], elem_bytes, lambda: then(*sizes[1:]), goodput=host.ring_share)
+
+    then(numel, 1, numel)
+    env.run()
+    return marks[-1] - marks[-2]
+
+
+def calibrate_ring_goodput(world: int, numel: int, link, measured_s: float, *, host_cores: float = 2.0,
+                           tolerance: float = 0.005, rounds: int = 12) -> tuple[float, float]:
+    """The share of the link the emulator's ring must be given for :func:`simulate_ring` to take the
+    ``measured_s`` it took alone (the measurement itself; the start-up and the host's CPU per byte are already
+    modelled, so the share is what the model lacks): share ← share · simulated / measured until within
+    ``tolerance``, at most 1 (a ring the model already makes slower than measured keeps 1). Returns (share,
+    the simulated seconds without any share)."""
+    base = simulate_ring(world, numel, link, host_cores=host_cores)
+    share, sim = 1.0, base
+    for _ in range(rounds):
+        if abs(sim / measured_s - 1) <= tolerance or (share == 1.0 and sim >= measured_s):
+            break
+        share = min(1.0, share * sim / measured_s)
+        sim = simulate_ring(world, numel, link, host_cores=host_cores, goodput=share)
+    return share, base
+
+
 def parse_ring_goodput(text: str) -> GoodputTable:
     """The emulator's ring goodput, measured alone, from ``N:SHARE`` (any segment size), ``N:SEGMENT:SHARE``
-    (segment in bytes, e.g. ``16:150562:0.61``) or ``allreduce.csv`` files of
+    (segment in bytes, e.g. ``16:150562:0.61``), ``ring-goodput.csv`` files of ``experiments/ring_goodput.py``
+    (ranks, segment_bytes, share: the share calibrated against the simulated ring alone) or ``allreduce.csv``
+    files of
     ``experiments/allreduce_vs_gloo.py`` (each row: ranks, MB all-reduced, the ring bound at the wire rate and
     SyncLab's time; segment = bytes / ranks, share = bound / time / :data:`PAYLOAD_SHARE`, i.e. of the TCP
     goodput the simulator's links already carry, at most 1), comma-separated. A (ranks, segment) given more
@@ -157,6 +202,14 @@ def parse_ring_goodput(text: str) -> GoodputTable:
                 rows = list(csv.DictReader(Path(item).open()))
             except OSError as e:
                 raise ValueError(f"--ring-goodput: cannot read {item}: {e}") from None
+            if rows and "share" in rows[0] and "segment_bytes" in rows[0]:  # experiments/ring_goodput.py's
+                for r in rows:
+                    try:
+                        found.setdefault(int(r["ranks"]), {}).setdefault(int(r["segment_bytes"]), []).append(
+                            float(r["share"]))
+                    except ValueError:
+                        raise ValueError(f"--ring-goodput: {item}: bad row {r}") from None
+                continue
             for r in rows:
                 try:
                     n, bound, took = int(r["ranks"]), float(r["ring_bound_s"]), float(r["synclab_s"])

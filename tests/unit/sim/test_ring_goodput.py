@@ -91,3 +91,44 @@ def test_a_segment_size_dependent_goodput_slows_small_segments_more():
     assert t(big_fast) == pytest.approx(t(base), rel=0.02)
     assert t(big_slow) > 1.3 * t(base)
     assert big_slow.host_cpu["ring_goodput"] == [[100_000, 1.0], [10_000_000, 0.5]]
+
+
+def test_the_ring_alone_is_calibrated_against_its_own_simulation(tmp_path):
+    """simulate_ring times one all-reduce as the benchmark does; calibrate_ring_goodput finds the share that makes
+    it take a measured time, and keeps 1 where the model is already slower than the measurement."""
+    from synclab.netem.profile import load_profile
+    from synclab.sim.run import calibrate_ring_goodput, simulate_ring
+
+    link = load_profile(REPO / "experiments" / "links" / "e62500kbit.yaml")
+    base = simulate_ring(16, 602249, link)
+    wire = 2 * 15 / 16 * 602249 * 4 * 8 / 62.5e6 / PAYLOAD_SHARE  # the ring's bytes on one link, at the payload rate
+    assert wire < base < 1.3 * wire
+    share, unshared = calibrate_ring_goodput(16, 602249, link, measured_s=1.5 * base)
+    assert unshared == base and 0.5 < share < 0.7
+    assert simulate_ring(16, 602249, link, goodput=share) == pytest.approx(1.5 * base, rel=0.01)
+    assert calibrate_ring_goodput(16, 602249, link, measured_s=0.5 * base)[0] == 1.0
+
+
+def test_a_calibrated_table_is_read_as_it_was_written(tmp_path):
+    path = tmp_path / "ring-goodput.csv"
+    path.write_text("ranks,segment_bytes,share,mbytes\n16,150562,0.623,2.4\n16,1048576,0.796,16.8\n"
+                    "8,301000,0.871,2.4\n")
+    assert parse_ring_goodput(str(path)) == {16: [(150562, 0.623), (1048576, 0.796)], 8: [(301000, 0.871)]}
+    path.write_text("ranks,segment_bytes,share\n16,x,0.5\n")
+    with pytest.raises(ValueError, match="bad row"):
+        parse_ring_goodput(str(path))
+
+
+def test_the_calibration_script_writes_the_table_the_simulator_reads(tmp_path):
+    import subprocess
+    import sys
+
+    measured = tmp_path / "allreduce.csv"
+    measured.write_text("link,backend,ranks,mbytes,ring_bound_s,gloo_s,synclab_s\n"
+                        "experiments/links/e125mbit.yaml,tbf,8,2.408996,0.2698,0.2875,0.3309\n")
+    out = tmp_path / "ring-goodput.csv"
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "ring_goodput.py"), str(measured),
+                        "--out", str(out)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    table = parse_ring_goodput(str(out))
+    assert list(table) == [8] and table[8][0][0] == 301124 and 0.8 < table[8][0][1] < 0.95
