@@ -71,3 +71,16 @@ def test_an_emulated_point_keeps_the_load_it_ended_under(tmp_path):
     assert first["emu_load_end"] >= 0 and (tmp_path / m.LOAD_FILE).exists()
     (tmp_path / m.LOAD_FILE).write_text("7.25\n")  # a reused point reads back what was written when it ran
     assert m._provenance(tmp_path, summary)["emu_load_end"] == 7.25
+
+
+def test_the_calibrated_ring_goodput_is_tabulated(tmp_path):
+    d = tmp_path / "validation" / "ring"
+    d.mkdir(parents=True)
+    (d / "ring-goodput.csv").write_text("ranks,segment_bytes,share,mbytes,emulated_s,simulated_s,"
+                                        "simulated_full_share_s,link,source\n16,150562,0.623,2.4,0.993,0.9926,"
+                                        "0.6224,x,y\n")
+    out = tmp_path / "V.md"
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir",
+                        str(d.parent), "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "| 16 | 151 kB | 0.993 | 0.622 | 0.623 | 0.993 |" in out.read_text()
