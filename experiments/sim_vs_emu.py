@@ -80,7 +80,12 @@ def _provenance(emu_dir: Path, summary: dict) -> dict:
     load = emu_dir / LOAD_FILE
     if not load.exists():
         load.write_text(Path("/proc/loadavg").read_text().split()[0] + "\n")
-    return {"emu_started": summary.get("started_at"), "emu_wall_s": summary.get("wall_seconds"),
+    started = summary.get("started_at")
+    if isinstance(started, (int, float)):  # seconds since the epoch: as UTC time
+        import time
+
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started))
+    return {"emu_started": started, "emu_wall_s": summary.get("wall_seconds"),
             "emu_load_end": float(load.read_text().split()[0])}
 
 

@@ -69,6 +69,7 @@ def test_an_emulated_point_keeps_the_load_it_ended_under(tmp_path):
     first = m._provenance(tmp_path, summary)
     assert first["emu_started"] == summary["started_at"] and first["emu_wall_s"] == 61.5
     assert first["emu_load_end"] >= 0 and (tmp_path / m.LOAD_FILE).exists()
+    assert m._provenance(tmp_path, {"started_at": 1795723562.6})["emu_started"] == "2026-11-26 20:06:02 UTC"
     (tmp_path / m.LOAD_FILE).write_text("7.25\n")  # a reused point reads back what was written when it ran
     assert m._provenance(tmp_path, summary)["emu_load_end"] == 7.25
 
