@@ -247,7 +247,12 @@ def record(out: Path, name: str, argv: list[str]) -> Path:
         if (out / f).exists():
             shutil.copyfile(out / f, dest / f)
     rows = json.loads((out / "sim-vs-emu.json").read_text())
-    meta = {"command": "python experiments/sim_vs_emu.py " + shlex.join(argv), "code": code_version(REPO),
+    code = code_version(REPO).removesuffix("-dirty")
+    changed = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "experiments"],
+                             capture_output=True, text=True).stdout.strip()
+    if changed:  # the code changed since the commit (records being written under docs/ do not count)
+        code += "-dirty"
+    meta = {"command": "python experiments/sim_vs_emu.py " + shlex.join(argv), "code": code,
             "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "rows": rows}
     (dest / "sim-vs-emu.json").write_text(json.dumps(meta, indent=1) + "\n")
     return dest
