@@ -24,7 +24,7 @@ COLUMNS = ["ranks", "segment_bytes", "share", "mbytes", "emulated_s", "simulated
 
 def calibrate(paths: list[Path], cores: float) -> list[dict]:
     from synclab.netem.profile import load_profile
-    from synclab.sim.run import calibrate_ring_goodput, simulate_ring
+    from synclab.sim.run import calibrate_ring_goodput
 
     out = []
     for path in paths:
@@ -35,10 +35,9 @@ def calibrate(paths: list[Path], cores: float) -> list[dict]:
                 link = r["link"]
             profile = load_profile(link)
             numel = round(mbytes * 1e6 / 4)
-            share, base = calibrate_ring_goodput(n, numel, profile, measured, host_cores=cores)
+            share, base, simulated = calibrate_ring_goodput(n, numel, profile, measured, host_cores=cores)
             out.append({"ranks": n, "segment_bytes": round(mbytes * 1e6 / n), "share": round(share, 4),
-                        "mbytes": mbytes, "emulated_s": measured,
-                        "simulated_s": simulate_ring(n, numel, profile, host_cores=cores, goodput=share),
+                        "mbytes": mbytes, "emulated_s": measured, "simulated_s": simulated,
                         "simulated_full_share_s": base, "link": r["link"], "source": str(path)})
     return sorted(out, key=lambda x: (x["ranks"], x["segment_bytes"]))
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PAYLOAD_SHARE = 1448 / 1514  # synclab.sim.run.PAYLOAD_SHARE (kept here so the doc needs no simulator import)
 
 
 def _f(v, fmt: str = ".3f") -> str:
@@ -77,6 +77,8 @@ def grid_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str],
 
 
 def ring_section(name: str, paths: list[Path]) -> list[str]:
+    from synclab.sim.run import PAYLOAD_SHARE
+
     rows = [r for path in paths for r in csv.DictReader(path.open())]
     rows.sort(key=lambda r: (int(r["ranks"]), float(r["mbytes"])))
     lines = [f"## `{name}`: the ring alone ({', '.join(f'`{p.name}`' for p in paths)})", "",
@@ -121,7 +123,7 @@ def main() -> None:
         if (d / "sim-vs-emu.json").exists():
             meta = json.loads((d / "sim-vs-emu.json").read_text())
             png = d / "sim-vs-emu.png"
-            rel = png.relative_to(a.out.parent).as_posix() if png.exists() else None
+            rel = Path(os.path.relpath(png, a.out.parent)).as_posix() if png.exists() else None
             lines, counts = grid_section(d.name, meta, rel)
             sections += lines
             summary.append((d.name, counts))

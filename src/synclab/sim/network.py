@@ -189,8 +189,12 @@ class HostCpu:
         if not all(0 < g <= 1 for _, g in points):
             raise ValueError(f"ring goodput must be in (0, 1], got {ring_goodput}")
         self._goodput = sorted(points)
-        sized = [p for p in self._goodput if p[0] > 0]  # a size-free table reads as its one share (1 when empty)
-        self.ring_goodput = [list(p) for p in sized] if sized else goodput_at(self._goodput, 0)
+
+    @property
+    def ring_goodput(self) -> float | list[list[float]]:
+        """The goodput as recorded: the one share of a size-free table (1 when empty), else [segment, share] pairs."""
+        sized = [list(p) for p in self._goodput if p[0] > 0]
+        return sized or goodput_at(self._goodput, 0)
 
     def ring_share(self, segment: int) -> float:
         """The ring's measured goodput share at a segment of ``segment`` bytes (:func:`goodput_at`)."""

@@ -166,12 +166,12 @@ def simulate_ring(world: int, numel: int, link, *, host_cores: float = 2.0, good
 
 
 def calibrate_ring_goodput(world: int, numel: int, link, measured_s: float, *, host_cores: float = 2.0,
-                           tolerance: float = 0.005, rounds: int = 12) -> tuple[float, float]:
+                           tolerance: float = 0.005, rounds: int = 12) -> tuple[float, float, float]:
     """The share of the link the emulator's ring must be given for :func:`simulate_ring` to take the
     ``measured_s`` it took alone (the measurement itself; the start-up and the host's CPU per byte are already
     modelled, so the share is what the model lacks): share ← share · simulated / measured until within
     ``tolerance``, at most 1 (a ring the model already makes slower than measured keeps 1). Returns (share,
-    the simulated seconds without any share)."""
+    the simulated seconds without any share, the simulated seconds at that share)."""
     base = simulate_ring(world, numel, link, host_cores=host_cores)
     share, sim = 1.0, base
     for _ in range(rounds):
@@ -179,7 +179,7 @@ def calibrate_ring_goodput(world: int, numel: int, link, measured_s: float, *, h
             break
         share = min(1.0, share * sim / measured_s)
         sim = simulate_ring(world, numel, link, host_cores=host_cores, goodput=share)
-    return share, base
+    return share, base, sim
 
 
 def parse_ring_goodput(text: str) -> GoodputTable:

@@ -103,9 +103,9 @@ def test_the_ring_alone_is_calibrated_against_its_own_simulation(tmp_path):
     base = simulate_ring(16, 602249, link)
     wire = 2 * 15 / 16 * 602249 * 4 * 8 / 62.5e6 / PAYLOAD_SHARE  # the ring's bytes on one link, at the payload rate
     assert wire < base < 1.3 * wire
-    share, unshared = calibrate_ring_goodput(16, 602249, link, measured_s=1.5 * base)
+    share, unshared, simulated = calibrate_ring_goodput(16, 602249, link, measured_s=1.5 * base)
     assert unshared == base and 0.5 < share < 0.7
-    assert simulate_ring(16, 602249, link, goodput=share) == pytest.approx(1.5 * base, rel=0.01)
+    assert simulate_ring(16, 602249, link, goodput=share) == simulated == pytest.approx(1.5 * base, rel=0.01)
     assert calibrate_ring_goodput(16, 602249, link, measured_s=0.5 * base)[0] == 1.0
 
 
