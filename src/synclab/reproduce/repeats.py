@@ -25,6 +25,9 @@ def merge_repeats(reps: list[dict[str, Any]]) -> dict[str, Any]:
     merged["repeat_metrics"] = [r["metrics"] for r in reps]
     merged["repeats"] = len(reps)
     merged["host_seconds"] = sum(r["host_seconds"] for r in reps)
+    loads = [r["host_load"] for r in reps if "host_load" in r]
+    if loads:
+        merged["host_load"] = max(loads)
     merged["code"] = ", ".join(dict.fromkeys(str(r.get("code", "unknown")) for r in reps))
     return merged
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -80,7 +81,9 @@ def _repeats_on_disk(out: Path, point: Point) -> int:
 
 def write_points_csv(path: Path, records: list[dict[str, Any]]) -> None:
     """``points.csv``: a row per point (the repeats' means); with repeats, the count and the relative spread
-    (max - min) / mean of ``iteration_s``, and ``repeats.csv`` beside it with a row per repeat."""
+    (max - min) / mean of ``iteration_s``, and ``repeats.csv`` beside it with a row per repeat. ``host_load``:
+    the host's 1-minute load average when the point ended (the highest of its repeats), to tell a point run on
+    an overloaded host (C3) from one that was not."""
     axis = list(dict.fromkeys(k for r in records for k in r["values"]))
     metrics = list(dict.fromkeys(k for r in records for k in r["metrics"]))
     repeated = any(r.get("repeats", 1) > 1 for r in records)
@@ -90,15 +93,16 @@ def write_points_csv(path: Path, records: list[dict[str, Any]]) -> None:
 
     with path.open("w", newline="") as f:
         w = csv.writer(f)
+        loads = any("host_load" in r for r in records)  # points recorded before it was kept have none
         w.writerow(["point", *axis, *metrics, *(["repeats", "iteration_s_spread"] if repeated else []),
-                    "host_seconds"])
+                    "host_seconds", *(["host_load"] if loads else [])])
         for r in records:
             extra = []
             if repeated:
                 s, mean = spread(r, "iteration_s"), r["metrics"].get("iteration_s")
                 extra = [r.get("repeats", 1), "" if s is None or not mean else f"{(s[1] - s[0]) / mean:.4f}"]
             w.writerow([r["id"], *(r["values"].get(k, "") for k in axis), *cells(r["metrics"]), *extra,
-                        f"{r['host_seconds']:.1f}"])
+                        f"{r['host_seconds']:.1f}", *([r.get("host_load", "")] if loads else [])])
     if repeated:
         with (path.parent / "repeats.csv").open("w", newline="") as f:
             w = csv.writer(f)
@@ -250,7 +254,7 @@ def _run_repeats(target: Target, root: Path, out: Path, p: Point, repeats: int, 
             continue
         record = {"id": p.id, "values": p.values, "overrides": p.overrides, "engine": p.engine,
                   "dilation": p.dilation, "notes": p.notes, "host_seconds": time.monotonic() - t0,
-                  "code": code, "repeat": k, **result}
+                  "host_load": round(os.getloadavg()[0], 2), "code": code, "repeat": k, **result}
         (run_dir / "record.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
         reps.append(record)
     return (merge_repeats(reps) if reps else None), ran

@@ -137,12 +137,30 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
             why += f"; within the {j.margin:.0%} noise margin of 1: no measurable effect"
         elif j.same_side_of_one:
             why += "; opposite direction to the paper"
+    if claim.kind == "max_ratio" and claim.peak_at is not None and claim.at is None:
+        verdict, why = _judge_peak_place(claim, rows, verdict, why)
     if out.get("over_values"):
         why += f" [{out['over_values']}]"
     if claim.caveat:
         why += f". Known difference: {claim.caveat.strip()}"
     out.update(verdict=verdict, why=why)
     return out
+
+
+def _judge_peak_place(claim: Claim, rows: list[dict[str, Any]], verdict: str, why: str) -> tuple[str, str]:
+    """A maximum the paper places (``peak_at``): SyncLab's ratio there must be the maximum, or within the
+    judge's noise margin of it; otherwise the claim is at best partly (the size may agree, the place does not)."""
+    ratios = ratios_over(rows, claim.num, claim.den, claim.over)
+    place = str(claim.peak_at)
+    best = max(ratios, key=ratios.get)
+    if place not in ratios:
+        return verdict, why + f"; the paper's maximum is at {claim.over} = {place}, not among the points run"
+    short = 1 - ratios[place] / ratios[best]
+    if short <= claim.judge.margin:
+        return verdict, why + f"; at the paper's {place} too (within {claim.judge.margin:.0%} of the maximum)"
+    why += (f"; but the maximum is at {best}, not at the paper's {place}, where the ratio is "
+            f"{_fmt(ratios[place])} ({short:.0%} below the maximum, beyond the {claim.judge.margin:.0%} noise margin)")
+    return (PARTLY if verdict == REPRODUCED else verdict), why
 
 
 def _judge_direction(value: float, ref: float, direction: str, margin: float, unit: str) -> tuple[str, str]:

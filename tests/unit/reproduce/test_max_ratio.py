@@ -67,3 +67,18 @@ def test_a_ratio_within_the_noise_margin_of_one_shows_no_direction():
     assert out["verdict"] == NOT and "noise margin" in out["why"]
     assert judge(noisy, _rows([100, 200, 300], [105, 210, 300]))["verdict"] == PARTLY  # 1.05: past the margin
     assert judge(_claim(), _rows([100, 200, 300], [100.5, 201, 300]))["verdict"] == PARTLY  # margin 0: as before
+
+
+def test_a_maximum_the_paper_places_elsewhere_is_at_best_partly():
+    placed = _claim(peak_at="4gbit", judge={"within": 0.1, "same_side_of_one": True, "margin": 0.03})
+    there = judge(placed, _rows([100, 200, 300], [110, 236, 300]))  # max 1.18 at 4gbit, where the paper has it
+    assert there["verdict"] == REPRODUCED and "at the paper's 4gbit too" in there["why"]
+    near = judge(placed, _rows([100, 200, 300], [119, 234, 300]))  # 1.19 at 2gbit, 1.17 at 4gbit: noise apart
+    assert near["verdict"] == REPRODUCED
+    moved = judge(placed, _rows([100, 200, 300], [120, 210, 300]))  # 1.20 at 2gbit, only 1.05 at 4gbit
+    assert moved["verdict"] == PARTLY and "not at the paper's 4gbit" in moved["why"]
+    assert judge(placed, _rows([100, 200, 300], [90, 190, 290]))["verdict"] == NOT  # never raised
+    with pytest.raises(ValueError, match="'peak_at'"):
+        Claim.model_validate({"id": "x", "quote": "q", "source": "s", "paper_value": 1, "kind": "ratio",
+                              "peak_at": "2gbit", "num": {"where": {}, "metric": "m"},
+                              "den": {"where": {}, "metric": "m"}})

@@ -285,3 +285,23 @@ def test_simulated_points_run_once_whatever_the_repeats(tmp_path):
     assert len(fake.calls) == 4 and v["repeats"] == 1
     assert not (tmp_path / "out" / "repeats.csv").exists()
     assert "repeats" not in read_points_csv(tmp_path / "out" / "points.csv")[0]
+
+
+def test_every_point_keeps_the_host_load_it_ended_with(tmp_path):
+    t = _emulated_target(tmp_path)
+    out = tmp_path / "out"
+    run_target(t, tmp_path, out, quick=True, run_point=DriftingRunner(), console=Console(quiet=True), repeats=2)
+    records = [json.loads(p.read_text()) for p in (out / "points").glob("*/record.json")]
+    assert len(records) == 8 and all(isinstance(r["host_load"], float) and r["host_load"] >= 0 for r in records)
+    rows = read_points_csv(out / "points.csv")
+    assert all(float(r["host_load"]) >= 0 for r in rows)
+    doc = tmp_path / "docs" / "REPRODUCTION.md"
+    doc.parent.mkdir()
+    assert "| host s | load |" in render(collect([out]), doc)
+    for p in (out / "points").glob("*/record.json"):  # records from before the load was kept: no column
+        r = json.loads(p.read_text())
+        r.pop("host_load")
+        p.write_text(json.dumps(r))
+    run_target(t, tmp_path, out, quick=True, run_point=DriftingRunner(), console=Console(quiet=True))
+    assert "host_load" not in read_points_csv(out / "points.csv")[0]
+    assert "| host s |" in render(collect([out]), doc) and "| load |" not in render(collect([out]), doc)
