@@ -44,12 +44,18 @@ def test_the_doc_counts_and_tabulates_every_record(tmp_path):
     (d / "ring").mkdir()
     (d / "ring" / "allreduce.csv").write_text("link,ranks,mbytes,ring_bound_s,gloo_s,synclab_s\n"
                                               "e62500kbit.yaml,16,2.408996,0.578,0.612,0.993\n")
+    (d / "ring" / "about.md").write_text("The ring alone at 16 ranks.\n")
+    (d / "sampler").mkdir()
+    (d / "sampler" / "sampler-cost.csv").write_text("interval_ms,cores_per_node,samples_per_s,cpu_s_per_sample\n"
+                                                    "10.0,0.01001,100.1,0.0001\n")
     out = tmp_path / "VALIDATION.md"
     r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir", str(d),
                         "--out", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     text = out.read_text()
-    assert "| [`grid-a`](#grid-a) | 2 of 3 | 1 of 1 |" in text  # b ratio 0.81: just inside 20 %
+    assert "| [`grid-a`](#grid-a) | 2 of 3 | 1 of 1 |" in text
+    assert "the ring alone (`allreduce.csv`)\n\nThe ring alone at 16 ranks.\n" in text  # about.md under its heading
+    assert "| 10 ms | 100.1 | 10.01 | 100 |" in text  # b ratio 0.81: just inside 20 %
     assert ("| `wfbp` | 1gbit | resnet50 | **0.950** (0.950 / 1.000 s, D = 2) | 0.750 (3.000 / 4.000 s, D = 16) |"
             in text)
     assert "| 24.00 ns/B | 19.40 ns/B | 0.810 |" in text
