@@ -121,8 +121,9 @@ def sampler_section(name: str, path: Path) -> list[str]:
              "| interval | samples/s | CPU ms per host second | CPU µs per sample |", "|---|---|---|---|"]
     for r in rows:
         per = r.get("cpu_s_per_sample")
+        per_us = "—" if per in (None, "") else f"{float(per) * 1e6:.0f}"
         lines.append(f"| {float(r['interval_ms']):g} ms | {float(r['samples_per_s']):.1f} | "
-                     f"{float(r['cores_per_node']) * 1e3:.2f} | {'—' if per in (None, '') else f'{float(per) * 1e6:.0f}'} |")
+                     f"{float(r['cores_per_node']) * 1e3:.2f} | {per_us} |")
     return lines + [""]
 
 
