@@ -78,14 +78,14 @@ def _points_table(out: Path, axes: list[str]) -> list[str]:
     with path.open() as f:
         rows = list(csv.DictReader(f))
     cols = [c for c in SHOWN if any(r.get(c) not in (None, "") for r in rows)]
-    load = [c for c in ("host_load",) if any(r.get(c) for r in rows)]  # the host's load at a point's end
+    load = any(r.get("host_load") for r in rows)  # the host's load at a point's end (newer records only)
+    tail = ["host s", "load"] if load else ["host s"]
     lines = ["Measured points (`points.csv`; times in emulated or simulated seconds"
              + ("; load: the host's 1-minute load average when the point ended, 2 cores" if load else "") + "):",
-             "", "| " + " | ".join([*axes, *cols, "host s", *(["load"] if load else [])]) + " |",
-             "|" + "---|" * (len(axes) + len(cols) + 1 + len(load))]
+             "", "| " + " | ".join([*axes, *cols, *tail]) + " |", "|" + "---|" * (len(axes) + len(cols) + len(tail))]
     for r in rows:
         lines.append("| " + " | ".join([*(r[a] for a in axes), *(_num(r[c]) if r[c] else "—" for c in cols),
-                                        r["host_seconds"], *(r.get(c) or "—" for c in load)]) + " |")
+                                        r["host_seconds"], *([r.get("host_load") or "—"] if load else [])]) + " |")
     return lines + [""]
 
 

@@ -147,6 +147,9 @@ class Claim(_Strict):
                 if self.over in sel.where:
                     raise ValueError(f"kind 'max_ratio': {name}.where must not fix {self.over!r}, the axis "
                                      f"maximized over")
+            if self.at is not None and self.peak_at is not None:
+                raise ValueError("kind 'max_ratio': 'at' (a share of the maximum) and 'peak_at' (where the maximum "
+                                 "is) judge different claims; give one")
         elif self.at is not None or self.peak_at is not None:
             raise ValueError("'at' and 'peak_at' belong to kind 'max_ratio' only")
         return self

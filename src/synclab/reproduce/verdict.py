@@ -58,10 +58,9 @@ def ratios_over(rows: list[dict[str, Any]], num: Selector, den: Selector, over: 
     return out
 
 
-def max_ratio(claim: Claim, rows: list[dict[str, Any]]) -> tuple[float | None, str]:
-    """The largest num/den over the values of ``claim.over`` (P3 §5.2 "the maximum speed up"), or with
+def max_ratio(claim: Claim, ratios: dict[str, float]) -> tuple[float | None, str]:
+    """The largest of ``ratios`` (num/den by value of ``claim.over``: P3 §5.2 "the maximum speed up"), or with
     ``claim.at`` the ratio at that value as a share of the largest; with the values it was taken over."""
-    ratios = ratios_over(rows, claim.num, claim.den, claim.over)
     if not ratios:
         return None, ""
     best = max(ratios, key=ratios.get)
@@ -101,7 +100,8 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
         parts = [read(rows, sel) for sel in (claim.num, claim.den, claim.base_num, claim.base_den)]
         value = None if None in parts else (parts[0] / parts[1]) / (parts[2] / parts[3])
     elif claim.kind == "max_ratio":
-        value, how = max_ratio(claim, rows)
+        ratios = ratios_over(rows, claim.num, claim.den, claim.over)
+        value, how = max_ratio(claim, ratios)
         if how:
             out["over_values"] = how
     else:
@@ -137,8 +137,8 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
             why += f"; within the {j.margin:.0%} noise margin of 1: no measurable effect"
         elif j.same_side_of_one:
             why += "; opposite direction to the paper"
-    if claim.kind == "max_ratio" and claim.peak_at is not None and claim.at is None:
-        verdict, why = _judge_peak_place(claim, rows, verdict, why)
+    if claim.kind == "max_ratio" and claim.peak_at is not None:
+        verdict, why = _judge_peak_place(claim, ratios, verdict, why)
     if out.get("over_values"):
         why += f" [{out['over_values']}]"
     if claim.caveat:
@@ -147,10 +147,9 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _judge_peak_place(claim: Claim, rows: list[dict[str, Any]], verdict: str, why: str) -> tuple[str, str]:
+def _judge_peak_place(claim: Claim, ratios: dict[str, float], verdict: str, why: str) -> tuple[str, str]:
     """A maximum the paper places (``peak_at``): SyncLab's ratio there must be the maximum, or within the
     judge's noise margin of it; otherwise the claim is at best partly (the size may agree, the place does not)."""
-    ratios = ratios_over(rows, claim.num, claim.den, claim.over)
     place = str(claim.peak_at)
     best = max(ratios, key=ratios.get)
     if place not in ratios:
