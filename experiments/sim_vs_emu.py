@@ -75,8 +75,10 @@ LOAD_FILE = "load-at-end.txt"
 
 
 def _provenance(emu_dir: Path, summary: dict) -> dict:
-    """When the emulated point ran (``started_at``, wall seconds) and the host's 1-minute load average when it
-    ended (written beside its records the first time, read back when the point is reused)."""
+    """When the emulated point ran (``started_at``, wall seconds), the host's 1-minute load average when it
+    ended (written beside its records the first time, read back when the point is reused), and how busy the host's
+    cores were over its measured iterations (``host_cpu`` of its summary, :mod:`synclab.metrics.hostcpu`; runs
+    before session 18 have none)."""
     load = emu_dir / LOAD_FILE
     if not load.exists():
         load.write_text(Path("/proc/loadavg").read_text().split()[0] + "\n")
@@ -85,8 +87,10 @@ def _provenance(emu_dir: Path, summary: dict) -> dict:
         import time
 
         started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started))
+    host = summary.get("host_cpu") or {}
     return {"emu_started": started, "emu_wall_s": summary.get("wall_seconds"),
-            "emu_load_end": float(load.read_text().split()[0])}
+            "emu_load_end": float(load.read_text().split()[0]), "emu_host_busy": host.get("busy_fraction"),
+            "emu_ctxt_per_s": host.get("context_switches_per_s")}
 
 
 def cost_fits(out: Path, dilation: int = 1) -> dict:
@@ -193,7 +197,8 @@ def main() -> None:
     (a.out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
     cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "backend",
             "dilation", "emu_a_s", "emu_b_s_per_byte", "sim_a_s", "sim_b_s_per_byte", "a_ratio", "b_ratio",
-            "emu_small_s", "sim_small_s", "small_ratio", "emu_started", "emu_wall_s", "emu_load_end", "error"]
+            "emu_small_s", "sim_small_s", "small_ratio", "emu_started", "emu_wall_s", "emu_load_end", "emu_host_busy",
+            "emu_ctxt_per_s", "error"]
     with (a.out / "sim-vs-emu.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()

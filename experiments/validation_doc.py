@@ -32,7 +32,9 @@ def _ratio_cell(r: dict) -> str:
         return f"emulated only ({_f(r.get('emulated_s'))} s)" if r.get("emulated_s") else r.get("error", "—")
     v = float(r["ratio"])
     mark = f"**{v:.3f}**" if abs(v - 1) <= 0.10 else f"{v:.3f}"
-    return f"{mark} ({_f(r['simulated_s'])} / {_f(r['emulated_s'])} s, D = {r.get('dilation', '?')})"
+    busy = r.get("emu_host_busy")
+    host = "" if busy in (None, "") else f", host {100 * float(busy):.0f} % busy"
+    return f"{mark} ({_f(r['simulated_s'])} / {_f(r['emulated_s'])} s, D = {r.get('dilation', '?')}{host})"
 
 
 def grid_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str], dict]:
@@ -49,7 +51,9 @@ def grid_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str],
              f"{meta.get('written', '?')}.", "",
              f"{within} of {len(compared)} points within ±10 %"
              + (f"; `mgwfbp`'s fitted a and b both within 20 % at {fits_ok} of {len(fits)}" if fits else "") + ".", "",
-             "Simulated ÷ emulated mean iteration (simulated / emulated s, dilation):", "",
+             "Simulated ÷ emulated mean iteration (simulated / emulated s, dilation"
+             + (", how busy the host's cores were over the emulated point's measured iterations"
+                if any(r.get("emu_host_busy") not in (None, "") for r in rows) else "") + "):", "",
              "| strategy | rate | model | " + " | ".join(f"{w} workers" for w in workers) + " |",
              "|---|---|---|" + "---|" * len(workers)]
     for k in keys:

@@ -4,6 +4,7 @@
 - :mod:`~synclab.metrics.interfaces`: wire-level counters from /sys/class/net.
 - :mod:`~synclab.metrics.exporter`: :func:`serve` / :func:`stop` the ``/metrics`` endpoint.
 - :mod:`~synclab.metrics.sampler`: :class:`TrafficSampler`, the ``traffic-<node>.csv`` trace.
+- :mod:`~synclab.metrics.hostcpu`: how busy the host was over a run's measured iterations (``/proc/stat``).
 """
 
 from synclab.metrics.exporter import Exporter, serve, stop

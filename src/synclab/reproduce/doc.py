@@ -79,13 +79,18 @@ def _points_table(out: Path, axes: list[str]) -> list[str]:
         rows = list(csv.DictReader(f))
     cols = [c for c in SHOWN if any(r.get(c) not in (None, "") for r in rows)]
     load = any(r.get("host_load") for r in rows)  # the host's load at a point's end (newer records only)
-    tail = ["host s", "load"] if load else ["host s"]
+    busy = any(r.get("host_busy") for r in rows)  # how busy its cores were (emulated points from session 18)
+    tail = ["host s", *(["load"] if load else []), *(["busy"] if busy else [])]
     lines = ["Measured points (`points.csv`; times in emulated or simulated seconds"
-             + ("; load: the host's 1-minute load average when the point ended, 2 cores" if load else "") + "):",
+             + ("; load: the host's 1-minute load average when the point ended, 2 cores" if load else "")
+             + ("; busy: the share of the host's cores busy over an emulated point's measured iterations" if busy
+                else "") + "):",
              "", "| " + " | ".join([*axes, *cols, *tail]) + " |", "|" + "---|" * (len(axes) + len(cols) + len(tail))]
     for r in rows:
+        host = [*([r.get("host_load") or "—"] if load else []),
+                *([f"{float(r['host_busy']):.0%}" if r.get("host_busy") else "—"] if busy else [])]
         lines.append("| " + " | ".join([*(r[a] for a in axes), *(_num(r[c]) if r[c] else "—" for c in cols),
-                                        r["host_seconds"], *([r.get("host_load") or "—"] if load else [])]) + " |")
+                                        r["host_seconds"], *host]) + " |")
     return lines + [""]
 
 

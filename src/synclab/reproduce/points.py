@@ -177,7 +177,8 @@ def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: C
     # The final parameters of a replayed model are no result of a reproduction, and at 100-250 MB per point
     # (ResNet-50 to ResNet-152) a sweep's params.pt files filled this VM's disk (session 12); the records stay.
     (run_dir / "params.pt").unlink(missing_ok=True)
-    return {"metrics": row, "extra": extra}
+    busy = (summary.get("host_cpu") or {}).get("busy_fraction")  # how busy the host's cores were (session 18 on)
+    return {"metrics": row, "extra": extra, **({"host_busy": busy} if busy is not None else {})}
 
 
 def _stanza_metrics(target: Target, root: Path, point: Point, run_dir: Path, summary: dict,

@@ -14,6 +14,9 @@ def _mean(values: list[Any]) -> Any:
     return sum(values) / len(values)
 
 
+HOST_FIELDS = ("host_load", "host_busy")  # a point's host: 1-minute load at its end, busy fraction of its cores
+
+
 def merge_repeats(reps: list[dict[str, Any]]) -> dict[str, Any]:
     """One point's record from its repeats' records: metrics averaged, every repeat's metrics kept under
     ``repeat_metrics``, host time summed; one repeat is returned as it is."""
@@ -25,9 +28,10 @@ def merge_repeats(reps: list[dict[str, Any]]) -> dict[str, Any]:
     merged["repeat_metrics"] = [r["metrics"] for r in reps]
     merged["repeats"] = len(reps)
     merged["host_seconds"] = sum(r["host_seconds"] for r in reps)
-    loads = [r["host_load"] for r in reps if "host_load" in r]
-    if loads:
-        merged["host_load"] = max(loads)
+    for k in HOST_FIELDS:  # the host at its worst over the repeats
+        seen = [r[k] for r in reps if k in r]
+        if seen:
+            merged[k] = max(seen)
     merged["code"] = ", ".join(dict.fromkeys(str(r.get("code", "unknown")) for r in reps))
     return merged
 

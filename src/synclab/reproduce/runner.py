@@ -22,7 +22,7 @@ from typing import Any, Callable
 from synclab.reproduce.calibration import Scale, compute_scale, load_calibration
 from synclab.reproduce.figure import draw
 from synclab.reproduce.points import RUNNERS, Point, expand
-from synclab.reproduce.repeats import merge_repeats, spread
+from synclab.reproduce.repeats import HOST_FIELDS, merge_repeats, spread
 from synclab.reproduce.schema import Target
 from synclab.reproduce.verdict import judge, summarize
 
@@ -83,7 +83,8 @@ def write_points_csv(path: Path, records: list[dict[str, Any]]) -> None:
     """``points.csv``: a row per point (the repeats' means); with repeats, the count and the relative spread
     (max - min) / mean of ``iteration_s``, and ``repeats.csv`` beside it with a row per repeat. ``host_load``:
     the host's 1-minute load average when the point ended (the highest of its repeats), to tell a point run on
-    an overloaded host (C3) from one that was not."""
+    an overloaded host (C3) from one that was not; ``host_busy``: the busy fraction of the host's cores over an
+    emulated point's measured iterations (``host_cpu`` of its summary; the highest of its repeats)."""
     axis = list(dict.fromkeys(k for r in records for k in r["values"]))
     metrics = list(dict.fromkeys(k for r in records for k in r["metrics"]))
     repeated = any(r.get("repeats", 1) > 1 for r in records)
@@ -93,16 +94,17 @@ def write_points_csv(path: Path, records: list[dict[str, Any]]) -> None:
 
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        loads = any("host_load" in r for r in records)  # points recorded before it was kept have none
+        # points recorded before these were kept have none
+        host = [k for k in HOST_FIELDS if any(k in r for r in records)]
         w.writerow(["point", *axis, *metrics, *(["repeats", "iteration_s_spread"] if repeated else []),
-                    "host_seconds", *(["host_load"] if loads else [])])
+                    "host_seconds", *host])
         for r in records:
             extra = []
             if repeated:
                 s, mean = spread(r, "iteration_s"), r["metrics"].get("iteration_s")
                 extra = [r.get("repeats", 1), "" if s is None or not mean else f"{(s[1] - s[0]) / mean:.4f}"]
             w.writerow([r["id"], *(r["values"].get(k, "") for k in axis), *cells(r["metrics"]), *extra,
-                        f"{r['host_seconds']:.1f}", *([r.get("host_load", "")] if loads else [])])
+                        f"{r['host_seconds']:.1f}", *(r.get(k, "") for k in host)])
     if repeated:
         with (path.parent / "repeats.csv").open("w", newline="") as f:
             w = csv.writer(f)

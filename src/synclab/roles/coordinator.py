@@ -24,6 +24,7 @@ from pathlib import Path
 import grpc
 
 from synclab.config import Spec
+from synclab.metrics import hostcpu
 from synclab.roles import checkpoint
 from synclab.roles.placement import node_placement
 from synclab.wire import pb, rpc
@@ -58,6 +59,8 @@ class JobState:
     state: str = "registering"
     failure: str = ""
     started_at: float = field(default_factory=time.time)
+    # the host's CPU counters when the first report at or after the warm-up came in, and when every node was done
+    cpu_window: list = field(default_factory=list)
 
     @property
     def total_nodes(self) -> int:
@@ -190,6 +193,8 @@ class CoordinatorService(rpc.CoordinatorServicer):
     def ReportIteration(self, request, context):
         with self.cv:
             self.job.reports.append(request)
+            if not self.job.cpu_window and request.iteration >= max(self.job.spec.run.warmup, 1):
+                self.job.cpu_window.append(hostcpu.sample())
         return pb.Ack()
 
     def Done(self, request, context):
@@ -372,11 +377,24 @@ def build_summary(job: JobState, rows: list[dict], overlap: list[dict] | None = 
         "initial_loss": sum(losses[its[0]]) / len(losses[its[0]]) if its else None,
         "final_loss": sum(losses[its[-1]]) / len(losses[its[-1]]) if its else None,
         **compute_fields(spec),
+        **host_cpu_field(job),
         "started_at": job.started_at,
         "wall_seconds": time.time() - job.started_at,
         "versions": versions(),
         "placement": {"coordinator": node_placement(), **dict(sorted(job.placement.items()))},
     }
+
+
+def host_cpu_field(job: JobState) -> dict:
+    """``host_cpu``: how busy the coordinator's host was from the end of the warm-up to the last node's end
+    (:mod:`synclab.metrics.hostcpu`; every process of the host counts); left out without two samples."""
+    window = hostcpu.between(*job.cpu_window[:2]) if len(job.cpu_window) >= 2 else None
+    if window is None:
+        return {}
+    if window["saturated"]:
+        log.warning("the host was %.0f %% busy over the measured iterations (%d cores): the figures are bound by "
+                    "its CPU as much as by the links", 100 * window["busy_fraction"], window["cores"])
+    return {"host_cpu": window}
 
 
 def compute_fields(spec: Spec) -> dict:
@@ -458,6 +476,7 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
     with service.cv:
         service.cv.wait_for(lambda: service.all_done() or job.state == "failed")
     stop.set()
+    job.cpu_window.append(hostcpu.sample())
     rows = write_iterations(run_dir / "iterations.csv", job.reports)
     if job.state == "failed":
         # Give nodes a moment to see the stop in a heartbeat or an aborted barrier.

@@ -53,6 +53,10 @@ def test_records_are_complete(equivalence_runs, strategy):
     # every worker moved its gradients: at least one model's worth per iteration
     n_bytes = sum(t.numel() * 4 for t in torch.load(out / "params.pt").values())
     assert s["bytes_sent"]["worker0"] >= 6 * n_bytes
+    # how busy the host was over the measured iterations: a fraction of its cores, read from /proc/stat
+    host = s["host_cpu"]
+    assert 0 < host["busy_fraction"] <= 1 and host["cores"] >= 1 and host["seconds"] > 0, host
+    assert host["context_switches_per_s"] > 0 and host["saturated"] == (host["busy_fraction"] >= 0.9)
 
 
 def test_loss_falls(tmp_path):

@@ -305,3 +305,24 @@ def test_every_point_keeps_the_host_load_it_ended_with(tmp_path):
     run_target(t, tmp_path, out, quick=True, run_point=DriftingRunner(), console=Console(quiet=True))
     assert "host_load" not in read_points_csv(out / "points.csv")[0]
     assert "| host s |" in render(collect([out]), doc) and "| load |" not in render(collect([out]), doc)
+
+
+class BusyHostRunner(DriftingRunner):
+    """As an emulated point's runner reports it: how busy the host's cores were, 0.5 then 0.9 on a repeat."""
+
+    def __call__(self, target, root, point, run_dir, log):
+        result = super().__call__(target, root, point, run_dir, log)
+        return {**result, "host_busy": (0.5, 0.9)[self.calls.count(point.id) - 1]}
+
+
+def test_every_point_keeps_how_busy_the_host_was_at_its_worst_repeat(tmp_path):
+    t = _emulated_target(tmp_path)
+    out = tmp_path / "out"
+    run_target(t, tmp_path, out, quick=True, run_point=BusyHostRunner(), console=Console(quiet=True), repeats=2)
+    rows = read_points_csv(out / "points.csv")
+    assert len(rows) == 4 and all(float(r["host_busy"]) == 0.9 for r in rows)
+    doc = tmp_path / "docs" / "REPRODUCTION.md"
+    doc.parent.mkdir()
+    text = render(collect([out]), doc)
+    assert "| host s | load | busy |" in text and "| 90% |" in text
+    assert "busy: the share of the host's cores busy over an emulated point's measured iterations" in text

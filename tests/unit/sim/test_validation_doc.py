@@ -14,7 +14,8 @@ ROWS = [
     {"strategy": "wfbp", "rate": "1gbit", "workers": 2, "model": "resnet50", "emulated_s": 1.0, "simulated_s": 0.95,
      "ratio": 0.95, "dilation": 2, "emu_started": "2026-11-26T20:00:00", "emu_wall_s": 60.0, "emu_load_end": 1.5},
     {"strategy": "wfbp", "rate": "1gbit", "workers": 16, "model": "resnet50", "emulated_s": 4.0, "simulated_s": 3.0,
-     "ratio": 0.75, "dilation": 16, "emu_started": "2026-11-26T20:05:00", "emu_wall_s": 600.0, "emu_load_end": 9.0},
+     "ratio": 0.75, "dilation": 16, "emu_started": "2026-11-26T20:05:00", "emu_wall_s": 600.0, "emu_load_end": 9.0,
+     "emu_host_busy": 0.934},
     {"strategy": "mgwfbp", "rate": "1gbit", "workers": 16, "model": "resnet50", "emulated_s": 6.0,
      "simulated_s": 5.7, "ratio": 0.95, "dilation": 16, "emu_a_s": 0.0134, "sim_a_s": 0.0137, "a_ratio": 1.02,
      "emu_b_s_per_byte": 24e-9, "sim_b_s_per_byte": 19.4e-9, "b_ratio": 0.81},
@@ -56,8 +57,9 @@ def test_the_doc_counts_and_tabulates_every_record(tmp_path):
     assert "| [`grid-a`](#grid-a) | 2 of 3 | 1 of 1 |" in text
     assert "the ring alone (`allreduce.csv`)\n\nThe ring alone at 16 ranks.\n" in text  # about.md under its heading
     assert "| 10 ms | 100.1 | 10.01 | 100 |" in text  # b ratio 0.81: just inside 20 %
-    assert ("| `wfbp` | 1gbit | resnet50 | **0.950** (0.950 / 1.000 s, D = 2) | 0.750 (3.000 / 4.000 s, D = 16) |"
-            in text)
+    assert ("| `wfbp` | 1gbit | resnet50 | **0.950** (0.950 / 1.000 s, D = 2) | 0.750 (3.000 / 4.000 s, D = 16, "
+            "host 93 % busy) |" in text)
+    assert "dilation, how busy the host's cores were over the emulated point's measured iterations):" in text
     assert "| 24.00 ns/B | 19.40 ns/B | 0.810 |" in text
     assert "1-minute load average at the points' ends 1.5–9.0" in text
     assert "| e62500kbit.yaml | 16 | 2.4 | 151 kB | 0.993 | 0.612 | 0.578 | 0.609 | 0.987 |" in text
@@ -91,3 +93,11 @@ def test_the_calibrated_ring_goodput_is_tabulated(tmp_path):
                         str(d.parent), "--out", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "| 16 | 151 kB | 0.993 | 0.622 | 0.623 | 0.993 |" in out.read_text()
+
+
+def test_an_emulated_point_keeps_how_busy_its_host_was(tmp_path):
+    m = _load("sim_vs_emu")
+    host = {"busy_fraction": 0.876, "cores": 2, "seconds": 120.0, "context_switches_per_s": 41000.0}
+    got = m._provenance(tmp_path, {"started_at": 1.0, "host_cpu": host})
+    assert got["emu_host_busy"] == 0.876 and got["emu_ctxt_per_s"] == 41000.0
+    assert m._provenance(tmp_path, {"started_at": 1.0})["emu_host_busy"] is None  # a run from before: not recorded
