@@ -128,6 +128,18 @@ def small_sizes_s(fit: dict) -> float | None:
     return statistics.median(ts) if ts else None
 
 
+def point_dilation(dilation: str, spec: Path, sets: list[str], rate: str, *, times: int = 1) -> int:
+    """A point's run.dilation: the host-capacity rule's (``dilation == "rule"``), else ``dilation`` at rates of
+    4 Gbit/s and above and 1 below; ``times`` that."""
+    from synclab.config.units import parse_rate_bps
+
+    if dilation == "rule":
+        d = rule_dilation(spec, sets)
+    else:
+        d = int(dilation) if parse_rate_bps(rate) >= 4e9 else 1
+    return d * times
+
+
 def rule_dilation(spec: Path, sets: list[str]) -> int:
     """D of :func:`synclab.reproduce.calibration.dilation_for` for the spec with ``sets``: every node that owns
     a link (workers, and shards not co-located) sending at the link rate at once (the reproduction targets'
@@ -154,6 +166,10 @@ def main() -> None:
     ap.add_argument("--dilation", default="8",
                     help="run.dilation of emulated points at >= 4 Gbit/s, or 'rule': every point's D from the "
                          "reproduction runner's host-capacity rule (nodes x rate / D <= 1.5 Gbit/s)")
+    ap.add_argument("--dilation-times", type=int, default=1, metavar="K",
+                    help="run every point at K times its dilation (the rule's or --dilation's): where the emulator's "
+                         "host is the bottleneck, a larger D (less host work per emulated second) makes it faster; "
+                         "where it is not, the emulated times do not move")
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--out", type=Path, default=Path("runs/sim-vs-emu"))
     ap.add_argument("--lock", help="flock this file around each emulated point (a host shared by several jobs)")
@@ -165,12 +181,12 @@ def main() -> None:
     ap.add_argument("--record", metavar="NAME", help="also copy the results into docs/validation/NAME/ (the "
                                                     "checked-in record experiments/validation_doc.py reads)")
     a = ap.parse_args()
+    if a.dilation_times < 1:
+        ap.error(f"--dilation-times must be >= 1, got {a.dilation_times}")
 
     from rich.console import Console
     from rich.progress import track
     from rich.table import Table
-
-    from synclab.config.units import parse_rate_bps
 
     grid = list(itertools.product(a.strategies.split(","), a.rates.split(","), [int(w) for w in a.workers.split(",")],
                                   a.models.split(",")))
@@ -179,10 +195,7 @@ def main() -> None:
         sets = [f"strategy.name={strategy}", f"network.rate={rate}", f"cluster.workers={workers}",
                 f"model.name={model}", "compute.mode=replay", f"compute.scale={a.scale}",
                 f"run.iterations={a.iterations}", "run.warmup=2", *EXTRA.get(strategy, []), *a.sets]
-        if a.dilation == "rule":
-            dilation = rule_dilation(a.spec, sets)
-        else:
-            dilation = int(a.dilation) if parse_rate_bps(rate) >= 4e9 else 1
+        dilation = point_dilation(a.dilation, a.spec, sets, rate, times=a.dilation_times)
         row = {"strategy": strategy, "rate": rate, "workers": workers, "model": model}
         try:
             row.update(point(a.spec, a.out / f"{strategy}-{rate}-{workers}w-{model}", sets, dilation, lock=a.lock,

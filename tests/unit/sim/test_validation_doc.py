@@ -101,3 +101,19 @@ def test_an_emulated_point_keeps_how_busy_its_host_was(tmp_path):
     got = m._provenance(tmp_path, {"started_at": 1.0, "host_cpu": host})
     assert got["emu_host_busy"] == 0.876 and got["emu_ctxt_per_s"] == 41000.0
     assert m._provenance(tmp_path, {"started_at": 1.0})["emu_host_busy"] is None  # a run from before: not recorded
+
+
+def test_a_point_runs_at_k_times_its_dilation_when_asked():
+    m = _load("sim_vs_emu")
+    spec = REPO / "examples" / "quickstart.yaml"
+    ring8 = ["strategy.name=wfbp", "network.rate=1gbit", "cluster.workers=8"]
+    assert m.point_dilation("rule", spec, ring8, "1gbit") == 8  # 8 links x 1 Gbit/s / D <= 1.5 Gbit/s
+    assert m.point_dilation("rule", spec, ring8, "1gbit", times=2) == 16
+    assert m.point_dilation("8", spec, ring8, "1gbit", times=2) == 2  # below 4 Gbit/s no dilation but the K
+    assert m.point_dilation("8", spec, ring8, "4gbit") == 8
+
+
+def test_a_dilation_multiple_below_one_is_refused():
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "sim_vs_emu.py"), "--dilation-times", "0",
+                        "--sim-only", "--out", "/nonexistent"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--dilation-times must be >= 1, got 0" in r.stderr
