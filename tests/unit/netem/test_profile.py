@@ -146,6 +146,16 @@ def test_burst_and_queue_follow_the_rate():
     assert bucket_for(10**6, burst_bytes=10_000, queue_bytes=20_000) == Bucket(10_000, 20_000)  # as configured
 
 
+def test_a_kernel_bucket_holds_a_gso_super_packet():
+    # 64 KiB of TCP payload in one skb counts ~68.5 kB in the qdisc (a header per segment); a tbf bucket below
+    # that cuts it into MTU packets, 4-7x the host CPU per byte (session 18)
+    assert bucket_for(125_000_000, kernel=True).burst_bytes == 96 << 10 > 68_500
+    assert bucket_for(125_000_000).burst_bytes == 64 << 10  # the app bucket keeps its floor
+    assert bucket_for(250_000_000, kernel=True).burst_bytes == 125_000  # 4 ms of the rate is larger
+    assert bucket_for(125_000_000, kernel=True, burst_bytes=10_000).burst_bytes == 10_000  # as configured
+    assert bucket_for(10_000_000, kernel=True).queue_bytes == 2 * (96 << 10)  # 25 ms of 10 Mbit/s is less
+
+
 def test_the_app_bucket_holds_a_chunk_on_top_of_the_floor():
     assert bucket_for(100e6, chunk_bytes=1 << 20).burst_bytes == (1 << 20) + (64 << 10)
     assert bucket_for(100e9, chunk_bytes=1 << 20).burst_bytes == int(100e9 / 8 * 0.004)  # 4 ms is larger

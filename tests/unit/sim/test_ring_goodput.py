@@ -102,7 +102,8 @@ def test_the_ring_alone_is_calibrated_against_its_own_simulation(tmp_path):
     link = load_profile(REPO / "experiments" / "links" / "e62500kbit.yaml")
     base = simulate_ring(16, 602249, link)
     wire = 2 * 15 / 16 * 602249 * 4 * 8 / 62.5e6 / PAYLOAD_SHARE  # the ring's bytes on one link, at the payload rate
-    assert wire < base < 1.3 * wire
+    # the shaper's bucket (96 KiB at the host rate) passes a step's first bytes free: a little under the wire time
+    assert 0.95 * wire < base < 1.3 * wire
     share, unshared, simulated = calibrate_ring_goodput(16, 602249, link, measured_s=1.5 * base)
     assert unshared == base and 0.5 < share < 0.7
     assert simulate_ring(16, 602249, link, goodput=share) == simulated == pytest.approx(1.5 * base, rel=0.01)
