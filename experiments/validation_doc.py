@@ -88,16 +88,18 @@ def ring_section(name: str, paths: list[Path]) -> list[str]:
     rows.sort(key=lambda r: (int(r["ranks"]), float(r["mbytes"])))
     lines = [f"## `{name}`: the ring alone ({', '.join(f'`{p.name}`' for p in paths)})", "",
              "SyncLab's ring all-reduce alone (`experiments/allreduce_vs_gloo.py`), its share of the link's TCP "
-             "goodput (ring bound ÷ time ÷ 1448/1514) by ranks and segment (bytes ÷ ranks), gloo's beside it:", "",
-             "| link | ranks | MB | segment | SyncLab s | gloo s | ring bound s | SyncLab share | gloo share |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "goodput (ring bound ÷ time ÷ 1448/1514) by ranks and segment (bytes ÷ ranks), gloo's beside it; CPU: "
+             "all ranks' CPU seconds per GB of ring traffic, SyncLab / gloo:", "",
+             "| link | ranks | MB | segment | SyncLab s | gloo s | ring bound s | SyncLab share | gloo share | CPU s/GB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         n, mb, bound = int(r["ranks"]), float(r["mbytes"]), float(r["ring_bound_s"])
         def share(t):
             return "—" if t in (None, "") else f"{min(1.0, bound / float(t) / PAYLOAD_SHARE):.3f}"
         lines.append(f"| {Path(r['link']).name} | {n} | {mb:.1f} | {mb * 1e6 / n / 1e3:.0f} kB | "
                      f"{_f(r['synclab_s'])} | "
-                     f"{_f(r.get('gloo_s'))} | {bound:.3f} | {share(r['synclab_s'])} | {share(r.get('gloo_s'))} |")
+                     f"{_f(r.get('gloo_s'))} | {bound:.3f} | {share(r['synclab_s'])} | {share(r.get('gloo_s'))} | "
+                     f"{_f(r.get('synclab_cpu_s_per_gb'), '.1f')} / {_f(r.get('gloo_cpu_s_per_gb'), '.1f')} |")
     return lines + [""]
 
 

@@ -43,8 +43,9 @@ def test_the_doc_counts_and_tabulates_every_record(tmp_path):
     (d / "grid-a" / "sim-vs-emu.json").write_text(json.dumps({"command": "python experiments/sim_vs_emu.py x",
                                                               "code": "abc", "written": "now", "rows": ROWS}))
     (d / "ring").mkdir()
-    (d / "ring" / "allreduce.csv").write_text("link,ranks,mbytes,ring_bound_s,gloo_s,synclab_s\n"
-                                              "e62500kbit.yaml,16,2.408996,0.578,0.612,0.993\n")
+    (d / "ring" / "allreduce.csv").write_text("link,ranks,mbytes,ring_bound_s,gloo_s,synclab_s,synclab_cpu_s_per_gb,"
+                                              "gloo_cpu_s_per_gb\ne62500kbit.yaml,16,2.408996,0.578,0.612,0.993,"
+                                              "33.04,8.64\n")
     (d / "ring" / "about.md").write_text("The ring alone at 16 ranks.\n")
     (d / "sampler").mkdir()
     (d / "sampler" / "sampler-cost.csv").write_text("interval_ms,cores_per_node,samples_per_s,cpu_s_per_sample\n"
@@ -62,7 +63,7 @@ def test_the_doc_counts_and_tabulates_every_record(tmp_path):
     assert "dilation, how busy the host's cores were over the emulated point's measured iterations):" in text
     assert "| 24.00 ns/B | 19.40 ns/B | 0.810 |" in text
     assert "1-minute load average at the points' ends 1.5–9.0" in text
-    assert "| e62500kbit.yaml | 16 | 2.4 | 151 kB | 0.993 | 0.612 | 0.578 | 0.609 | 0.987 |" in text
+    assert "| e62500kbit.yaml | 16 | 2.4 | 151 kB | 0.993 | 0.612 | 0.578 | 0.609 | 0.987 | 33.0 / 8.6 |" in text
 
 
 def test_no_records_is_a_clear_error(tmp_path):
