@@ -90,7 +90,8 @@ def ring_section(name: str, paths: list[Path]) -> list[str]:
              "SyncLab's ring all-reduce alone (`experiments/allreduce_vs_gloo.py`), its share of the link's TCP "
              "goodput (ring bound ÷ time ÷ 1448/1514) by ranks and segment (bytes ÷ ranks), gloo's beside it; CPU: "
              "all ranks' CPU seconds per GB of ring traffic, SyncLab / gloo:", "",
-             "| link | ranks | MB | segment | SyncLab s | gloo s | ring bound s | SyncLab share | gloo share | CPU s/GB |",
+             "| link | ranks | MB | segment | SyncLab s | gloo s | ring bound s | SyncLab share | gloo share "
+             "| CPU s/GB |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         n, mb, bound = int(r["ranks"]), float(r["mbytes"]), float(r["ring_bound_s"])
