@@ -65,7 +65,7 @@ def test_cluster_gives_nics_the_launchers_tbf_burst_only_with_the_host_modelled(
     c = Cluster(host, p, startup_s=0.0, chunk_bytes=1 << 20, policies={}, record_spans=False,
                 payload_share=PAYLOAD_SHARE)
     tx, rx, _ = c._node("worker0")
-    burst = bucket_for(1e9 / dilation, kernel=True).burst_bytes  # 500 kB / D, at least 64 KiB (tbf)
+    burst = bucket_for(1e9 / dilation, kernel=True).burst_bytes  # 500 kB / D, at least 96 KiB (tbf, a GSO super-packet fits)
     assert tx.bucket.burst_bits == pytest.approx(burst * 8 * PAYLOAD_SHARE)
     assert tx.bucket.rate_bps == pytest.approx(1e9 * PAYLOAD_SHARE)  # emulated clock: the undilated rate
     assert rx.bucket is None  # egress-only profile: ingress not shaped
