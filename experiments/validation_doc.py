@@ -7,9 +7,14 @@ emulated per (strategy, rate, model) and worker count, bold within ±10 %, and t
 Every ``docs/validation/NAME/allreduce.csv`` (``experiments/allreduce_vs_gloo.py``, copied there) becomes a table
 of the ring's measured goodput share per (ranks, segment), the simulator's ``--ring-goodput`` input, every
 ``sampler-cost.csv`` (``experiments/sampler_cost.py``) a table of the traffic sampler's CPU; an ``about.md`` says
-in words what a record is for. No number in the document is typed: rerun this after adding a record.
+in words what a record is for. ``docs/validation/grid.csv`` names, oldest first, the records that measured issue
+14's grid under its own conditions (the rule's dilation, nothing set beyond the batch); the document opens with
+that grid as it stands — every strategy × {1, 4 Gbit/s} × {2, 4, 8, 16} workers × {ResNet-50, VGG-16}, each point
+from the newest listed record that has it, the points not yet measured shown as such — and ``grid.png`` plots it.
+No number in the document is typed: rerun this after adding a record. With the default records the grid's
+summary also replaces what stands between ``<!-- grid:begin -->`` and ``<!-- grid:end -->`` in the README.
 
-    python experiments/validation_doc.py [--dir docs/validation] [--out docs/VALIDATION.md]
+    python experiments/validation_doc.py [--dir docs/validation] [--out docs/VALIDATION.md] [--readme README.md]
 """
 
 from __future__ import annotations
@@ -81,6 +86,136 @@ def grid_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str],
     return lines + [""], {"compared": len(compared), "within": within, "fits": len(fits), "fits_ok": fits_ok}
 
 
+GRID_RATES = ("1gbit", "4gbit")
+GRID_WORKERS = (2, 4, 8, 16)
+GRID_MODELS = ("resnet50", "vgg16")
+
+
+def grid_strategies() -> list[str]:
+    """Every registered strategy but ``local`` (no synchronization to simulate)."""
+    from synclab.strategies import registry
+
+    return [n for n in registry.names() if n != "local"]
+
+
+def grid_points(d: Path, listing: Path) -> tuple[dict, list[dict]]:
+    """(strategy, rate, model, workers) -> (record, row), from the records ``listing`` names oldest first: a
+    newer record's point replaces an older's. ``listing`` is a CSV of ``record,note``."""
+    entries = list(csv.DictReader(listing.open()))
+    points: dict = {}
+    for e in entries:
+        path = d / e["record"] / "sim-vs-emu.json"
+        if not path.exists():
+            raise SystemExit(f"error: {listing} names record {e['record']!r}, but {path} does not exist")
+        for r in json.loads(path.read_text())["rows"]:
+            key = (r["strategy"], r["rate"], r["model"], int(r["workers"]))
+            if r.get("ratio") not in (None, "") and key[1] in GRID_RATES and key[2] in GRID_MODELS:
+                points[key] = (e["record"], r)
+    return points, entries
+
+
+def grid_plot(points: dict, strategies: list[str], out: Path) -> None:
+    """Simulated ÷ emulated per point of the grid, one panel per (rate, model), the ±10 % band shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharey=True)
+    for ax, (rate, model) in zip(axes.flat, [(r, m) for m in GRID_MODELS for r in GRID_RATES]):
+        ax.axhspan(0.9, 1.1, color="tab:green", alpha=0.12)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        for i, s in enumerate(strategies):
+            xs = [w for w in GRID_WORKERS if (s, rate, model, w) in points]
+            ys = [float(points[(s, rate, model, w)][1]["ratio"]) for w in xs]
+            if xs:
+                ax.plot([GRID_WORKERS.index(w) + (i - len(strategies) / 2) * 0.04 for w in xs], ys, "o-",
+                        label=s, ms=4, color=f"C{i % 10}")
+        ax.set_xticks(range(len(GRID_WORKERS)), [str(w) for w in GRID_WORKERS])
+        ax.set_title(f"{model}, {rate}")
+        ax.set_xlabel("workers")
+    axes[0][0].set_ylabel("simulated ÷ emulated iteration")
+    axes[1][0].set_ylabel("simulated ÷ emulated iteration")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    for ax in axes.flat[1:]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+    fig.suptitle("issue 14's grid as it stands (green: within ±10 %)")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def grid_as_it_stands(d: Path, listing: Path, png_rel: str | None) -> tuple[list[str], dict]:
+    """The issue's whole grid, each point from the newest listed record that has it."""
+    points, entries = grid_points(d, listing)
+    strategies = grid_strategies()
+    total = len(strategies) * len(GRID_RATES) * len(GRID_WORKERS) * len(GRID_MODELS)
+    within = sum(abs(float(r["ratio"]) - 1) <= 0.10 for _, r in points.values())
+    lines = ["## The grid as it stands", "",
+             f"Issue 14's grid — every strategy × {{1, 4 Gbit/s}} × {{2, 4, 8, 16}} workers × {{ResNet-50, VGG-16}}, "
+             f"{total} points — each point from the newest record that has it among those `docs/validation/grid.csv` "
+             f"lists. **{len(points)} of {total} points measured, {within} of them within ±10 %**; an empty cell "
+             "is a point not yet emulated. Cells: simulated ÷ emulated (bold within ±10 %), the record.", "",
+             "| strategy | rate | model | " + " | ".join(f"{w} workers" for w in GRID_WORKERS) + " |",
+             "|---|---|---|" + "---|" * len(GRID_WORKERS)]
+    for model in GRID_MODELS:
+        for rate in GRID_RATES:
+            for s in strategies:
+                cells = []
+                for w in GRID_WORKERS:
+                    if (s, rate, model, w) not in points:
+                        cells.append("")
+                        continue
+                    rec, r = points[(s, rate, model, w)]
+                    v = float(r["ratio"])
+                    cells.append((f"**{v:.3f}**" if abs(v - 1) <= 0.10 else f"{v:.3f}") + f" [`{rec}`](#{rec})")
+                if any(cells):
+                    lines.append(f"| `{s}` | {rate} | {model} | " + " | ".join(cells) + " |")
+    missing = [f"{rate} {model}" for model in GRID_MODELS for rate in GRID_RATES
+               if not any((s, rate, model, w) in points for s in strategies for w in GRID_WORKERS)]
+    if missing:
+        lines += ["", "No point measured yet at: " + ", ".join(missing) + "."]
+    lines += ["", "The records, oldest first, and what each stands for:", ""]
+    lines += [f"- [`{e['record']}`](#{e['record']}): {e['note']}" for e in entries]
+    if png_rel:
+        lines += ["", f"![the grid as it stands]({png_rel})"]
+    return lines + [""], {"points": points, "strategies": strategies}
+
+
+README_BEGIN, README_END = "<!-- grid:begin -->", "<!-- grid:end -->"
+
+
+def readme_block(points: dict, strategies: list[str], png_rel: str) -> list[str]:
+    """The README's short form of the grid: per (rate, model), points measured and within ±10 % by workers."""
+    lines = [README_BEGIN, "",
+             "Generated by `python experiments/validation_doc.py` from `docs/validation/grid.csv` (the whole table, "
+             "point by point with its record: [docs/VALIDATION.md](docs/VALIDATION.md#the-grid-as-it-stands)). "
+             f"Points within ±10 % of those measured, of {len(strategies)} strategies:", "",
+             "| rate | model | " + " | ".join(f"{w} workers" for w in GRID_WORKERS) + " |",
+             "|---|---|" + "---|" * len(GRID_WORKERS)]
+    for model in GRID_MODELS:
+        for rate in GRID_RATES:
+            cells = []
+            for w in GRID_WORKERS:
+                got = [float(points[k][1]["ratio"]) for k in ((s, rate, model, w) for s in strategies) if k in points]
+                ok = sum(abs(v - 1) <= 0.10 for v in got)
+                cells.append(f"{ok} of {len(got)} ({min(got):.2f}–{max(got):.2f})" if got else "not yet")
+            lines.append(f"| {rate} | {model} | " + " | ".join(cells) + " |")
+    return lines + ["", f"![the validation grid as it stands]({png_rel})", "", README_END]
+
+
+def replace_block(text: str, block: list[str]) -> str:
+    """``text`` with what stands between the grid markers (markers included) replaced by ``block``."""
+    start, end = text.find(README_BEGIN), text.find(README_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"error: the README has no {README_BEGIN} … {README_END} block to replace")
+    return text[:start] + "\n".join(block) + text[end + len(README_END):]
+
+
 def ring_section(name: str, paths: list[Path]) -> list[str]:
     from synclab.sim.run import PAYLOAD_SHARE
 
@@ -138,10 +273,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", type=Path, default=REPO / "docs" / "validation")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "VALIDATION.md")
+    ap.add_argument("--readme", type=Path, default=None,
+                    help="README whose grid block to replace (default: the repository's, with the default --dir)")
     a = ap.parse_args()
+    readme = a.readme or (REPO / "README.md" if a.dir == REPO / "docs" / "validation" else None)
     if not a.dir.is_dir():
         raise SystemExit(f"error: no validation records in {a.dir} (experiments/sim_vs_emu.py --record NAME)")
     sections, summary = [], []
+    if (a.dir / "grid.csv").exists():
+        png = a.dir / "grid.png"
+        lines, g = grid_as_it_stands(a.dir, a.dir / "grid.csv", Path(os.path.relpath(png, a.out.parent)).as_posix())
+        grid_plot(g["points"], g["strategies"], png)
+        sections += lines
+        if readme is not None:
+            block = readme_block(g["points"], g["strategies"], Path(os.path.relpath(png, readme.parent)).as_posix())
+            readme.write_text(replace_block(readme.read_text(), block))
+            print(f"wrote the grid block of {readme}")
     for d in sorted(p for p in a.dir.iterdir() if p.is_dir()):
         found: list[str] = []
         if (d / "sim-vs-emu.json").exists():

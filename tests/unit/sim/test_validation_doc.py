@@ -118,3 +118,57 @@ def test_a_dilation_multiple_below_one_is_refused():
     r = subprocess.run([sys.executable, str(REPO / "experiments" / "sim_vs_emu.py"), "--dilation-times", "0",
                         "--sim-only", "--out", "/nonexistent"], capture_output=True, text=True)
     assert r.returncode == 2 and "--dilation-times must be >= 1, got 0" in r.stderr
+
+
+def _write_record(d: Path, name: str, rows: list[dict]) -> None:
+    (d / name).mkdir(parents=True)
+    (d / name / "sim-vs-emu.json").write_text(json.dumps({"command": "c", "code": "abc", "written": "now",
+                                                          "rows": rows}))
+
+
+def test_the_grid_takes_each_point_from_the_newest_listed_record(tmp_path):
+    d = tmp_path / "validation"
+    _write_record(d, "old", ROWS)
+    newer = dict(ROWS[1], ratio=0.98, simulated_s=3.92)  # wfbp 16 workers measured again
+    _write_record(d, "new", [newer])
+    _write_record(d, "unlisted", [dict(ROWS[0], ratio=0.5)])  # not in grid.csv: not in the grid
+    (d / "grid.csv").write_text('record,note\nold,"the first grid"\nnew,the 16-worker point again\n')
+    out = tmp_path / "V.md"
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir", str(d),
+                        "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert "**3 of 160 points measured, 3 of them within ±10 %**" in text  # 10 strategies x 2 x 4 x 2
+    assert ("| `wfbp` | 1gbit | resnet50 | **0.950** [`old`](#old) |  |  | **0.980** [`new`](#new) |"
+            in text)
+    assert "No point measured yet at: 4gbit resnet50, 1gbit vgg16, 4gbit vgg16." in text
+    assert "- [`new`](#new): the 16-worker point again" in text
+    assert (d / "grid.png").stat().st_size > 0
+
+
+def test_a_grid_listing_a_missing_record_is_a_clear_error(tmp_path):
+    d = tmp_path / "validation"
+    _write_record(d, "old", ROWS)
+    (d / "grid.csv").write_text("record,note\nold,x\ngone,y\n")
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir", str(d),
+                        "--out", str(tmp_path / "V.md")], capture_output=True, text=True)
+    assert r.returncode == 1 and "names record 'gone'" in r.stderr and not (tmp_path / "V.md").exists()
+
+
+def test_the_readme_block_between_the_markers_is_replaced_and_nothing_else(tmp_path):
+    d = tmp_path / "validation"
+    _write_record(d, "old", ROWS)
+    (d / "grid.csv").write_text("record,note\nold,x\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("# Title\n\nbefore\n<!-- grid:begin -->\nstale\n<!-- grid:end -->\nafter\n")
+    args = [sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir", str(d), "--out",
+            str(tmp_path / "V.md"), "--readme", str(readme)]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = readme.read_text()
+    assert text.startswith("# Title\n\nbefore\n<!-- grid:begin -->\n") and text.endswith("<!-- grid:end -->\nafter\n")
+    assert "stale" not in text
+    assert "| 1gbit | resnet50 | 1 of 1 (0.95–0.95) | not yet | not yet | 1 of 2 (0.75–0.95) |" in text
+    readme.write_text("no markers\n")
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 1 and "no <!-- grid:begin -->" in r.stderr and readme.read_text() == "no markers\n"
