@@ -175,6 +175,16 @@ def grid_as_it_stands(d: Path, listing: Path, png_rel: str | None) -> tuple[list
                     cells.append((f"**{v:.3f}**" if abs(v - 1) <= 0.10 else f"{v:.3f}") + f" [`{rec}`](#{rec})")
                 if any(cells):
                     lines.append(f"| `{s}` | {rate} | {model} | " + " | ".join(cells) + " |")
+    fits = [(k, rec, r) for k, (rec, r) in sorted(points.items()) if r.get("b_ratio") not in (None, "")]
+    if fits:
+        lines += ["", "`mgwfbp`'s fit of T(M) = a + b·M, simulated ÷ emulated (the issue's 20 %), at the same points:",
+                  "", "| point | a ratio | b ratio | record |", "|---|---|---|---|"]
+        for k, rec, r in fits:
+            a_ok, b_ok = (abs(float(r[c]) - 1) <= 0.20 for c in ("a_ratio", "b_ratio"))
+            lines.append(f"| `{k[0]}` {k[1]} {k[2]} {k[3]} workers | "
+                         + " | ".join(f"**{float(r[c]):.3f}**" if ok else f"{float(r[c]):.3f}"
+                                      for c, ok in (("a_ratio", a_ok), ("b_ratio", b_ok)))
+                         + f" | [`{rec}`](#{rec}) |")
     missing = [f"{rate} {model}" for model in GRID_MODELS for rate in GRID_RATES
                if not any((s, rate, model, w) in points for s in strategies for w in GRID_WORKERS)]
     if missing:

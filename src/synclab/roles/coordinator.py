@@ -24,7 +24,7 @@ from pathlib import Path
 import grpc
 
 from synclab.config import Spec
-from synclab.metrics import hostcpu
+from synclab.metrics import gcpause, hostcpu
 from synclab.roles import checkpoint
 from synclab.roles.placement import node_placement
 from synclab.wire import pb, rpc
@@ -378,6 +378,7 @@ def build_summary(job: JobState, rows: list[dict], overlap: list[dict] | None = 
         "final_loss": sum(losses[its[-1]]) / len(losses[its[-1]]) if its else None,
         **compute_fields(spec),
         **host_cpu_field(job),
+        **({"gc_pauses": pauses} if (pauses := gcpause.merge(job.run_dir)) else {}),
         "started_at": job.started_at,
         "wall_seconds": time.time() - job.started_at,
         "versions": versions(),

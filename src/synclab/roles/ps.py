@@ -18,6 +18,7 @@ from synclab.plans.schema import PlanError, ServerPlan, read_plan
 from synclab.ps.serve_queue import make_serve_queue
 from synclab.ps.shard import PushRejected, Shard
 from synclab.strategies import registry
+from synclab.metrics.gcpause import GcPauses
 from synclab.roles import checkpoint
 from synclab.roles.bootstrap import join, message_limits, report_network, reshaper, shaper_for
 from synclab.transport.node import NodeTransport
@@ -95,6 +96,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         client.barrier("connected", n_nodes)
         if not holder["shard"].initialized.wait(spec.run.connect_timeout_s * 4):
             raise TimeoutError(f"{j.name}: initial parameters did not arrive")
+        pauses = GcPauses().install()
         client.barrier("ready", n_nodes)
         client.barrier("start", n_nodes)
         for n in spec.run.checkpoints():
@@ -107,6 +109,8 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         if not shard.wait_settled(spec.run.iterations, spec.run.connect_timeout_s):
             raise TimeoutError(f"{j.name}: pushes or pulls of the last iterations did not arrive")
         spans.write(j.run_dir / f"spans-{j.name}.csv")
+        pauses.remove()
+        pauses.write(j.run_dir / f"gc-{j.name}.json")
         ok = not failure
         message = "; ".join(failure)
     except Exception as e:  # reported to the coordinator, then re-raised for the exit code

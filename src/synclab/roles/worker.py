@@ -22,6 +22,7 @@ from synclab.compute.events import EventLog
 from synclab.compute.replay import ReplayEngine
 from synclab.data import make_dataset
 from synclab.models import build_model, model_input_spec
+from synclab.metrics.gcpause import GcPauses
 from synclab.roles import checkpoint
 from synclab.roles.bootstrap import join, message_limits, report_network, reshaper, shaper_for
 from synclab.roles.client import JobAborted
@@ -132,12 +133,15 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         strategy.setup()
         if rng is not None:
             torch.set_rng_state(rng)
+        pauses = GcPauses().install()
         client.barrier("ready", n_nodes)
         _train(spec, engine, strategy, client, metrics, None if engine.replay else dataset_for(spec), current,
                n_nodes, spans)
         strategy.on_train_end()
         events.write(j.run_dir / f"events-{j.name}.csv")
         spans.write(j.run_dir / f"spans-{j.name}.csv")
+        pauses.remove()
+        pauses.write(j.run_dir / f"gc-{j.name}.json")
         if rank == 0:
             torch.save(engine.state_dict(), j.run_dir / "params.pt")
         client.flush_reports()

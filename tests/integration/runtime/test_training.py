@@ -57,6 +57,9 @@ def test_records_are_complete(equivalence_runs, strategy):
     host = s["host_cpu"]
     assert 0 < host["busy_fraction"] <= 1 and host["cores"] >= 1 and host["seconds"] > 0, host
     assert host["context_switches_per_s"] > 0 and host["saturated"] == (host["busy_fraction"] >= 0.9)
+    # what Python's collector took from every node, folded in from the nodes' own files
+    assert s["gc_pauses"]["nodes"] == len(nodes) - 1 and len(s["gc_pauses"]["collections"]) == 3
+    assert not list(out.glob("gc-*.json"))
 
 
 def test_loss_falls(tmp_path):

@@ -143,6 +143,7 @@ def test_the_grid_takes_each_point_from_the_newest_listed_record(tmp_path):
             in text)
     assert "No point measured yet at: 4gbit resnet50, 1gbit vgg16, 4gbit vgg16." in text
     assert "- [`new`](#new): the 16-worker point again" in text
+    assert "| `mgwfbp` 1gbit resnet50 16 workers | **1.020** | **0.810** | [`old`](#old) |" in text
     assert (d / "grid.png").stat().st_size > 0
 
 
