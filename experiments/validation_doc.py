@@ -159,7 +159,8 @@ def grid_as_it_stands(d: Path, listing: Path, png_rel: str | None) -> tuple[list
              f"Issue 14's grid — every strategy × {{1, 4 Gbit/s}} × {{2, 4, 8, 16}} workers × {{ResNet-50, VGG-16}}, "
              f"{total} points — each point from the newest record that has it among those "
              f"`docs/validation/grid.csv` lists. **{len(points)} of {total} points measured, {within} of them "
-             "within ±10 %**; an empty cell is a point not yet emulated. Cells: simulated ÷ emulated (bold within ±10 %), the record.", "",
+             "within ±10 %**; an empty cell is a point not yet emulated. Cells: simulated ÷ emulated (bold within "
+             "±10 %), the record.", "",
              "| strategy | rate | model | " + " | ".join(f"{w} workers" for w in GRID_WORKERS) + " |",
              "|---|---|---|" + "---|" * len(GRID_WORKERS)]
     for model in GRID_MODELS:
