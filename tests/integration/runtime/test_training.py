@@ -117,7 +117,8 @@ def test_metrics_endpoints_answer_and_count_the_reported_bytes(tmp_path):
 def test_traffic_trace_follows_its_sampling_interval(tmp_path):
     """run.traffic_sample_ms sets the host time between two rows of every node's traffic CSV (10 ms by default,
     P3 Fig. 8/9's bin; coarser under dilation costs the 2-core host fewer wake-ups per node)."""
-    r = run_spec(tmp_path, *FAST, "strategy.name=wfbp", "run.traffic_sample_ms=200")
+    # long enough for several rows however fast the host: 6 MLP iterations can end within one 200 ms interval
+    r = run_spec(tmp_path, *FAST, "strategy.name=wfbp", "run.traffic_sample_ms=200", "run.iterations=300")
     assert r.returncode == 0, r.stderr
     t = [float(row["t_s"]) for row in csv.DictReader((tmp_path / "traffic-worker0.csv").open())]
     steps = sorted(b - a for a, b in zip(t, t[1:]))
