@@ -55,10 +55,11 @@ def merge(run_dir: Path) -> dict | None:
     if not paths:
         return None
     nodes = {p.stem.removeprefix("gc-"): json.loads(p.read_text()) for p in paths}
-    worst = max(nodes, key=lambda n: sum(nodes[n]["seconds"]))
+    spent = {n: sum(d["seconds"]) for n, d in nodes.items()}
+    worst = max(spent, key=spent.__getitem__)
     merged = {"collections": [sum(d["collections"][g] for d in nodes.values()) for g in range(3)],
               "seconds": [round(sum(d["seconds"][g] for d in nodes.values()), 6) for g in range(3)],
-              "nodes": len(nodes), "most_node": worst, "most_node_seconds": round(sum(nodes[worst]["seconds"]), 6)}
+              "nodes": len(nodes), "most_node": worst, "most_node_seconds": round(spent[worst], 6)}
     for p in paths:
         p.unlink()
     return merged
