@@ -8,9 +8,15 @@
 #   3. real ResNet-50 training on CUDA through the whole runtime, 2 workers on one GPU, for wfbp, mgwfbp
 #      (its own per-tensor measurement synchronizes the device, §5.1) and ps;
 #   4. the CUDA-only tests (tests/gpu: a ring all-reduce of GPU tensors, every strategy training on CUDA).
+# Packages the machine lacks travel as wheels: run experiments/gpu/wheels.sh here first and carry .whl.
 # Writes into $OUT (the device tool's folder; any folder otherwise): log.txt, profiles.tgz, runs.tgz.
 set -u
 OUT=${OUT:-/tmp/gpu-check}; mkdir -p "$OUT"; W=/tmp/gpu-check-work; rm -rf $W; mkdir -p $W/prof $W/runs
+if [ -d .whl ]; then  # experiments/gpu/wheels.sh: what the machine's image lacks
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD/src
 exec > >(tee "$OUT/log.txt") 2>&1
 nvidia-smi -L; python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"

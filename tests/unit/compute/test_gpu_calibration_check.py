@@ -38,3 +38,27 @@ def test_no_gpu_profiles_is_a_clear_error(tmp_path):
                         "--gpu-dir", str(tmp_path), "--out", str(tmp_path / "x.md")],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode != 0 and "no GPU profiles" in r.stderr
+
+
+def test_another_gpus_profiles_are_set_beside_these(tmp_path):
+    out = tmp_path / "check.md"
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "gpu_calibration_check.py"), "--no-sim",
+                        "--compare-dir", "profiles/gpu-h200", "--out", str(out)],  # relative to the repository
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    part5 = out.read_text().split("## 5. Against another GPU: the H200")[1]
+    both = {f.name for f in (REPO / "profiles" / "gpu-h100").glob("*.json")} & {
+        f.name for f in (REPO / "profiles" / "gpu-h200").glob("*.json")}
+    assert both
+    for name in both:
+        model, batch = name.rsplit("-b", 1)[0], name.rsplit("-b", 1)[1].split("-")[0]
+        assert f"\n| {model} | {batch} |" in part5
+    # the reference model's ratio to itself is 1 on both GPUs
+    assert "| 1.000 | 1.000 | +0.0% |" in part5.split("\n| resnet50 | 32 |")[1].split("\n")[0]
+
+
+def test_an_empty_comparison_folder_is_a_clear_error(tmp_path):
+    r = subprocess.run([sys.executable, str(REPO / "experiments" / "gpu_calibration_check.py"), "--no-sim",
+                        "--compare-dir", str(tmp_path), "--out", str(tmp_path / "x.md")],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode != 0 and f"no GPU profiles in {tmp_path}" in r.stderr
