@@ -14,7 +14,6 @@ steps, not replace them: it is none of the papers' GPUs. This script reads the G
    quarter, half and three quarters of backward, CPU against GPU (what wait-free back-propagation overlaps);
 4. what that shape does to the simulated iteration (``synclab simulate``: the same calibrated total, the
    CPU's per-tensor shares against the GPU's), for the settings the reproduction targets use.
-
 5. with ``--compare-dir``, another GPU's profiles beside these: each model's whole iteration on both and its
    ratio to ResNet-50 b32 on both (the ratio the derived rows of ``calibration.yaml`` carry), i.e. how much those
    rows depend on which GPU measured them.
