@@ -104,7 +104,7 @@ def compare_section(gpu: dict, name: str, other: dict, other_dir: Path) -> list[
         sys.exit(f"no GPU profiles in {other_dir}")
     meta = next(iter(other.values()))[1]["meta"]
     oname = meta.get("device_name", "GPU").replace("NVIDIA ", "").split()[0]
-    r50, o50 = gpu.get(("resnet50", 32)), other.get(("resnet50", 32))
+    r50 = [plain(d[("resnet50", 32)][1]) if ("resnet50", 32) in d else None for d in (gpu, other)]
     lines = ["", f"## 5. Against another GPU: the {oname} (`{_shown(other_dir)}/`, measured "
              f"{meta.get('date')})", "",
              f"Whole iterations (ms) on both, and each model's ratio to ResNet-50 b32 on both: the derived rows of "
@@ -116,11 +116,11 @@ def compare_section(gpu: dict, name: str, other: dict, other_dir: Path) -> list[
         t, o = plain(gpu[key][1]), plain(other[key][1])
         if not (t and o):
             continue
-        row = f"| {key[0]} | {key[1]} | {t * 1e3:.1f} | {o * 1e3:.1f} | {o / t:.3f} |"
-        if r50 and o50 and plain(r50[1]) and plain(o50[1]):
-            rt, ro = t / plain(r50[1]), o / plain(o50[1])
-            row += f" {rt:.3f} | {ro:.3f} | {ro / rt - 1:+.1%} |"
-        lines.append(row if row.count("|") == 9 else row + " – | – | – |")
+        ratios = " – | – | – |"
+        if all(r50):
+            rt, ro = t / r50[0], o / r50[1]
+            ratios = f" {rt:.3f} | {ro:.3f} | {ro / rt - 1:+.1%} |"
+        lines.append(f"| {key[0]} | {key[1]} | {t * 1e3:.1f} | {o * 1e3:.1f} | {o / t:.3f} |{ratios}")
     return lines
 
 
