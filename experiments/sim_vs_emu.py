@@ -47,6 +47,19 @@ def _summary(out: Path, cmd: list[str], *, redo: bool = False) -> dict:
     return json.loads(path.read_text())
 
 
+def iteration_mean(run: Path, summary: dict) -> tuple[float, str]:
+    """A run's mean cluster iteration time and its pace, computed again from its ``iterations.csv`` by
+    :func:`synclab.report.compute_summary` with the strategy's ``lockstep``: runs recorded before session 22
+    summarized every strategy at the slowest worker's pace, the asynchronous ones (``asgd``, ``ssdsgd``) too."""
+    from synclab.report import compute_summary
+    from synclab.strategies import registry
+
+    with (run / "iterations.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    fig = compute_summary(rows, warmup=summary["warmup"], lockstep=registry.get(summary["strategy"]).lockstep)
+    return fig["iteration_seconds"]["mean"], fig["pace"]
+
+
 def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | None = None,
           sim_args: list[str] = (), resim: bool = False, emu_only: bool = False, sim_only: bool = False) -> dict:
     emu_cmd = [sys.executable, "-m", "synclab", "run", str(spec), "--out", str(out / "emu"), "--no-report"]
@@ -61,13 +74,13 @@ def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | 
         raise RuntimeError("no emulated run recorded (--sim-only)")
     emu = _summary(out / "emu", emu_cmd)
     provenance = _provenance(out / "emu", emu)
+    e, pace = iteration_mean(out / "emu", emu)
     if emu_only:
-        return {"emulated_s": emu["iteration_seconds"]["mean"], "backend": emu.get("network_backend"),
-                "dilation": dilation, **provenance}
-    sim = _summary(out / "sim", sim_cmd, redo=resim)
-    e, s_ = emu["iteration_seconds"]["mean"], sim["iteration_seconds"]["mean"]
+        return {"emulated_s": e, "pace": pace, "backend": emu.get("network_backend"), "dilation": dilation,
+                **provenance}
+    s_, _ = iteration_mean(out / "sim", _summary(out / "sim", sim_cmd, redo=resim))
     row = {"emulated_s": e, "simulated_s": s_, "ratio": s_ / e, "within_10pct": abs(s_ / e - 1) <= 0.10,
-           "backend": emu.get("network_backend"), "dilation": dilation, **provenance}
+           "pace": pace, "backend": emu.get("network_backend"), "dilation": dilation, **provenance}
     return {**row, **cost_fits(out, dilation)}
 
 
@@ -208,7 +221,7 @@ def main() -> None:
 
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
-    cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "backend",
+    cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "pace", "backend",
             "dilation", "emu_a_s", "emu_b_s_per_byte", "sim_a_s", "sim_b_s_per_byte", "a_ratio", "b_ratio",
             "emu_small_s", "sim_small_s", "small_ratio", "emu_started", "emu_wall_s", "emu_load_end", "emu_host_busy",
             "emu_ctxt_per_s", "error"]

@@ -10,7 +10,8 @@ import numpy as np
 from synclab.report.records import IterationRow
 
 
-def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmup: int = 0) -> dict[str, Any]:
+def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmup: int = 0, *,
+                    lockstep: bool = True) -> dict[str, Any]:
     """Throughput, iteration time and compute vs non-overlapped communication of a run.
 
     ``iter_rows``: one row per worker per iteration (``iterations.csv`` columns,
@@ -18,13 +19,23 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
 
     - The first ``warmup`` iteration numbers present (in increasing order) are
       warm-up and left out of every figure; the rest are *measured*.
-    - Cluster iteration time of iteration i: ``T_i = max over workers of
-      iteration_s`` (synchronous training moves at the slowest worker's pace).
-    - Cluster samples of iteration i: ``S_i = sum over workers of samples``.
-    - ``throughput_samples_per_s = sum_i S_i / sum_i T_i`` over measured
-      iterations: the mean of the per-iteration throughput ``S_i / T_i``
-      weighted by ``T_i``, i.e. samples per second of wall time (a plain mean
-      of the ratios would over-weight fast iterations).
+    - ``lockstep`` (the strategy's ``Strategy.lockstep``, recorded as ``pace``):
+      whether every worker waits for every other in each iteration.
+    - Lockstep (``pace: slowest``): cluster iteration time of iteration i
+      ``T_i = max over workers of iteration_s`` (synchronous training moves at
+      the slowest worker's pace); cluster samples ``S_i = sum over workers of
+      samples``; ``throughput_samples_per_s = sum_i S_i / sum_i T_i`` over
+      measured iterations: the mean of the per-iteration throughput
+      ``S_i / T_i`` weighted by ``T_i``, i.e. samples per second of wall time (a
+      plain mean of the ratios would over-weight fast iterations).
+    - Not lockstep (``pace: own``; asynchronous PS, SSD-SGD's local
+      iterations): no worker waits for the others' i-th iteration, so the
+      slowest one's i-th is not the cluster's pace (with workers that take
+      turns being slow, the maxima add up to more than any worker's time).
+      ``T_i = mean over workers of iteration_s``, and
+      ``throughput_samples_per_s = sum over workers w of S_w / T_w``, each
+      worker's measured samples over its own measured time: the rates of
+      workers that run side by side add up.
     - ``iteration_seconds``: mean, p50, p99, min and max of the ``T_i``
       (percentiles interpolate linearly between order statistics).
     - ``compute_seconds_mean`` and ``comm_wait_seconds_mean``: means of
@@ -53,15 +64,26 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
     if not measured_its:
         raise ValueError(f"no iterations left after {warmup} warm-up iteration(s) "
                          f"({len(by_iteration)} iteration(s) recorded)")
-    cluster_s = np.array([max(r.iteration_s for r in by_iteration[i]) for i in measured_its])
-    samples = sum(r.samples for i in measured_its for r in by_iteration[i])
+    pace = max if lockstep else (lambda ts: float(np.mean(list(ts))))
+    cluster_s = np.array([pace(r.iteration_s for r in by_iteration[i]) for i in measured_its])
     measured = [r for i in measured_its for r in by_iteration[i]]
-    total_s = float(cluster_s.sum())
-    if total_s <= 0:
+    if float(cluster_s.sum()) <= 0:
         raise ValueError("measured iteration times sum to zero")
+    if lockstep:
+        throughput = sum(r.samples for r in measured) / float(cluster_s.sum())
+    else:
+        per_worker: dict[int, list[float]] = {}
+        for r in measured:
+            acc = per_worker.setdefault(r.rank, [0.0, 0.0])
+            acc[0] += r.samples
+            acc[1] += r.iteration_s
+        if any(t <= 0 for _, t in per_worker.values()):
+            raise ValueError("a worker's measured iteration times sum to zero")
+        throughput = sum(n / t for n, t in per_worker.values())
     out: dict[str, Any] = {
         "measured_iterations": len(measured_its),
-        "throughput_samples_per_s": samples / total_s,
+        "pace": "slowest" if lockstep else "own",
+        "throughput_samples_per_s": throughput,
         "iteration_seconds": {
             "mean": float(cluster_s.mean()),
             "p50": float(np.percentile(cluster_s, 50)),

@@ -340,7 +340,9 @@ def build_summary(job: JobState, rows: list[dict], overlap: list[dict] | None = 
 
     spec = job.spec
     n_workers = job.expected[pb.WORKER]
-    figures = compute_summary(rows, warmup=spec.run.warmup)
+    from synclab.strategies import registry
+
+    figures = compute_summary(rows, warmup=spec.run.warmup, lockstep=registry.get(spec.strategy.name).lockstep)
     if spec.run.eval_every:  # rank 0 wrote eval.csv before it said done
         from synclab.compute.evaluation import read_eval, summarize_eval
 

@@ -22,6 +22,7 @@ from synclab.report.overlap import intersect, length, summarize, union, write_ov
 from synclab.report.records import ITERATION_COLUMNS
 from synclab.report.summary import compute_summary
 from synclab.sim.run import SimResult
+from synclab.strategies import registry
 
 ROW_COLUMNS = ITERATION_COLUMNS + ("comm_span_s",)
 
@@ -32,7 +33,7 @@ def summary_of(r: SimResult) -> dict:
     out = {"name": s.name, "status": "ok", "simulated": True, "strategy": s.strategy.name, "model": s.model.name,
            "batch_size": s.model.batch_size, "workers": r.world, "ps_shards": s.n_ps,
            "iterations": s.run.iterations, "warmup": s.run.warmup}
-    out.update(compute_summary(r.rows, warmup=s.run.warmup))
+    out.update(compute_summary(r.rows, warmup=s.run.warmup, lockstep=registry.get(s.strategy.name).lockstep))
     out.update(bytes_sent=dict(sorted(r.bytes_sent.items())), bytes_received=dict(sorted(r.bytes_received.items())),
                network_backend="simulated", network_profile=None if link is None else link.name or "inline",
                link_rate_bps=None if link is None else link.rate_bps, message_startup_s=r.startup_s,

@@ -21,6 +21,7 @@ from synclab.strategies.registry import register
 class Asgd(PsStrategy):
     name = "asgd"
     server_mode = "async"
+    lockstep = False  # no worker waits for another (the summary counts each worker's own pace)
 
     def on_gradient(self, iteration, index, grad):
         self.client.push(iteration, index, grad)

@@ -91,6 +91,10 @@ class Strategy(ABC):
     # After every iteration's sync, rank 0's parameters are the whole model the strategy trains (what
     # run.eval_every evaluates); False where workers own different parts until on_train_end.
     rank0_holds_model: ClassVar[bool] = True
+    # Every worker waits for every other in each iteration (its iteration ends with the others'), so the
+    # cluster moves at the slowest worker's pace; False where workers run on at their own pace between
+    # synchronizations (asgd; ssdsgd's local iterations): synclab.report.summary.compute_summary(lockstep=).
+    lockstep: ClassVar[bool] = True
 
     def __init__(self, ctx: WorkerContext):
         self.ctx = ctx

@@ -72,6 +72,7 @@ class SsdSgd(PsStrategy):
     Options = SsdSgdOptions
     server_mode = "pull"
     Plan = SsdPlan
+    lockstep = False  # local iterations run up to k ahead of the others (the summary counts each worker's pace)
     final_pull_timeout_s: float = 60.0
 
     @classmethod

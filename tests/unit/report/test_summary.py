@@ -18,6 +18,34 @@ def test_compute_summary_by_hand(iteration_rows):
     assert "overlap_fraction" not in s  # the misleading 1 - wait/span is gone; see report/overlap.py
 
 
+def test_own_pace_by_hand(iteration_rows):
+    s = compute_summary(iteration_rows(), warmup=1, lockstep=False)
+    # measured iterations 2 and 3; rank 0 takes 0.2 + 0.3 s, rank 1 0.4 + 0.6 s, 20 samples each
+    assert s["pace"] == "own" and compute_summary(iteration_rows(), warmup=1)["pace"] == "slowest"
+    assert s["throughput_samples_per_s"] == pytest.approx(20 / 0.5 + 20 / 1.0)  # the workers' rates add up
+    it = s["iteration_seconds"]
+    assert (it["min"], it["mean"], it["max"]) == pytest.approx((0.3, 0.375, 0.45))  # mean over workers per i
+    assert s["compute_seconds_mean"] == compute_summary(iteration_rows(), warmup=1)["compute_seconds_mean"]
+
+
+def test_own_pace_workers_taking_turns_are_not_summed_maxima():
+    # two asynchronous workers, each slow every other iteration: both finish 4 iterations in 4 s
+    rows = [{"iteration": i, "rank": r, "start_s": 0.0, "iteration_s": 1.5 if (i + r) % 2 else 0.5,
+             "compute_s": 0.1, "comm_wait_s": 0.0, "loss": 1.0, "samples": 8, "bytes_sent": 0,
+             "bytes_received": 0, "params_checksum": ""} for i in range(4) for r in (0, 1)]
+    own, slowest = compute_summary(rows, lockstep=False), compute_summary(rows)
+    assert own["iteration_seconds"]["mean"] == pytest.approx(1.0)
+    assert own["throughput_samples_per_s"] == pytest.approx(2 * 32 / 4.0)
+    assert slowest["iteration_seconds"]["mean"] == pytest.approx(1.5)  # what lockstep would claim
+
+
+def test_which_strategies_run_at_their_own_pace():
+    from synclab.strategies import registry
+
+    own = {name for name in registry.names() if not registry.get(name).lockstep}
+    assert own == {"asgd", "ssdsgd"}
+
+
 def test_without_warmup_every_iteration_counts(iteration_rows):
     s = compute_summary(iteration_rows(), warmup=0)
     assert s["throughput_samples_per_s"] == pytest.approx(60 / (0.2 + 0.4 + 0.6))
