@@ -173,3 +173,27 @@ def test_the_readme_block_between_the_markers_is_replaced_and_nothing_else(tmp_p
     readme.write_text("no markers\n")
     r = subprocess.run(args, capture_output=True, text=True)
     assert r.returncode == 1 and "no <!-- grid:begin -->" in r.stderr and readme.read_text() == "no markers\n"
+
+
+def test_a_point_is_compared_at_its_strategys_pace(tmp_path):
+    # two workers taking turns being slow: the slowest-per-iteration figure (1.5 s) is no worker's pace (1.0 s)
+    import csv
+
+    with (tmp_path / "iterations.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["iteration", "rank", "start_s", "iteration_s", "compute_s", "comm_wait_s",
+                                          "loss", "samples", "bytes_sent", "bytes_received"])
+        w.writeheader()
+        for i in range(1, 6):
+            for r in (0, 1):
+                w.writerow({"iteration": i, "rank": r, "start_s": 0, "iteration_s": 1.5 if (i + r) % 2 else 0.5,
+                            "compute_s": 0.1, "comm_wait_s": 0, "loss": 1, "samples": 8, "bytes_sent": 0,
+                            "bytes_received": 0})
+    m = _load("sim_vs_emu")
+    assert m.iteration_mean(tmp_path, {"strategy": "asgd", "warmup": 1}) == (1.0, "own")
+    assert m.iteration_mean(tmp_path, {"strategy": "ps", "warmup": 1}) == (1.5, "slowest")
+
+
+def test_the_doc_says_which_points_ran_at_their_own_pace():
+    m = _load("validation_doc")
+    own = m._ratio_cell({**ROWS[0], "pace": "own"})
+    assert "own pace" in own and "own pace" not in m._ratio_cell(ROWS[0])
