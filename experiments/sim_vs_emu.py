@@ -221,8 +221,8 @@ def main() -> None:
 
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
-    cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "pace", "backend",
-            "dilation", "emu_a_s", "emu_b_s_per_byte", "sim_a_s", "sim_b_s_per_byte", "a_ratio", "b_ratio",
+    cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "pace",
+            "backend", "dilation", "emu_a_s", "emu_b_s_per_byte", "sim_a_s", "sim_b_s_per_byte", "a_ratio", "b_ratio",
             "emu_small_s", "sim_small_s", "small_ratio", "emu_started", "emu_wall_s", "emu_load_end", "emu_host_busy",
             "emu_ctxt_per_s", "error"]
     with (a.out / "sim-vs-emu.csv").open("w", newline="") as f:
