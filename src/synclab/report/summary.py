@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -64,22 +65,22 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
     if not measured_its:
         raise ValueError(f"no iterations left after {warmup} warm-up iteration(s) "
                          f"({len(by_iteration)} iteration(s) recorded)")
-    pace = max if lockstep else (lambda ts: float(np.mean(list(ts))))
-    cluster_s = np.array([pace(r.iteration_s for r in by_iteration[i]) for i in measured_its])
+    pace = max if lockstep else np.mean
+    cluster_s = np.array([pace([r.iteration_s for r in by_iteration[i]]) for i in measured_its], dtype=float)
     measured = [r for i in measured_its for r in by_iteration[i]]
-    if float(cluster_s.sum()) <= 0:
+    total_s = float(cluster_s.sum())
+    if total_s <= 0:
         raise ValueError("measured iteration times sum to zero")
     if lockstep:
-        throughput = sum(r.samples for r in measured) / float(cluster_s.sum())
-    else:
-        per_worker: dict[int, list[float]] = {}
+        throughput = sum(r.samples for r in measured) / total_s
+    else:  # each worker's samples over its own time, added up
+        samples, seconds = Counter(), Counter()
         for r in measured:
-            acc = per_worker.setdefault(r.rank, [0.0, 0.0])
-            acc[0] += r.samples
-            acc[1] += r.iteration_s
-        if any(t <= 0 for _, t in per_worker.values()):
+            samples[r.rank] += r.samples
+            seconds[r.rank] += r.iteration_s
+        if min(seconds.values()) <= 0:
             raise ValueError("a worker's measured iteration times sum to zero")
-        throughput = sum(n / t for n, t in per_worker.values())
+        throughput = sum(samples[w] / seconds[w] for w in seconds)
     out: dict[str, Any] = {
         "measured_iterations": len(measured_its),
         "pace": "slowest" if lockstep else "own",
