@@ -117,9 +117,10 @@ class SsdSgd(PsStrategy):
         live = c.tensors[index]
         if step.init_pre_weight:  # first local update: w' is the last warm-up pull, still in the live tensor
             self._local[index] = live.detach().reshape(-1).clone()
-            # the same tensor, not a copy: the GLU step returns a new w' and pulls land in the newest one, so this
-            # one is never written again (a copy would cost a model's worth of memory per worker: VGG-16 at 8
-            # workers, 553 MB each, ran this 24 GB host out of memory)
+            # the same tensor, not a copy (a copy costs a model's worth of memory per worker: VGG-16 at 8 workers,
+            # 553 MB each, ran a 24 GB host out of memory). The GLU step returns a new w' and pulls land in the
+            # newest, so this one keeps its values while pre_weight reads them; in replay the step is skipped and
+            # pulls do land here, but replay never reads pre_weight.
             self._pre_weight[index] = self._local[index]
         w = self._local[index]
 
