@@ -9,7 +9,10 @@ A run goes through four steps:
    fit (R² < 0.9) is a warning, and only timings with no bandwidth signal at
    all (b = 0) stop the job.
 2. Iterations 1..P (P = ``strategy.profile_iterations``) run as WFBP (§2.3):
-   each gradient is all-reduced alone as soon as it is ready. Meanwhile rank 0
+   each gradient is copied into its own slot of the strategy's one gradient
+   buffer and all-reduced alone as soon as it is ready (the copy step 4 makes
+   too, so a worker holds one buffer of the model's size in both phases and
+   never writes into the engine's gradients). Meanwhile rank 0
    times the forward pass t_f (to the loss, gate waits excluded) and each
    tensor's backward time t_b from the gradient-ready events
    (:func:`synclab.compute.profile.backward_times`, the rule model profiles
@@ -24,7 +27,7 @@ A run goes through four steps:
    all-reduce of m encoded 0/1 to which only rank 0 contributes, so every rank
    decodes the same bytes.
 4. From iteration P+1 (Algorithm 2 lines 23-32): each gradient is copied into
-   its group's flat buffer, allocated once; a group is all-reduced as soon as
+   its group's flat buffer (the groups are consecutive parts of that one buffer); a group is all-reduced as soon as
    all of its gradients are in, groups one after another in plan (backward)
    order; then each tensor of the group is averaged, updated and its gate opened.
 """
@@ -126,6 +129,8 @@ class MgWfbp(Strategy):
         self.cost: CostModel | None = None
         self.plan: MergePlan | None = None
         self._layout: list[tuple[tuple[int, int, int], ...]] | None = None
+        self._flat: torch.Tensor | None = None  # every gradient's slot: WFBP's while profiling, then the groups'
+        self._offsets = [sum(self._numels[:i]) for i in range(len(self._numels))]  # WFBP's slots
 
     def peers(self):
         return {self._next} if self.ctx.world > 1 else set()
@@ -212,8 +217,10 @@ class MgWfbp(Strategy):
 
     def on_gradient(self, iteration, index, grad):
         if self._layout is None:  # profiling iterations: WFBP (§2.3)
-            flat = grad.reshape(-1).contiguous()
-            self._communicate(iteration, ((index, 0, flat.numel()),), flat, self.ctx.params[index].name)
+            offset, numel = self._offsets[index], self._numels[index]
+            flat = self._buffer()[offset:offset + numel]
+            flat.copy_(grad.reshape(-1))
+            self._communicate(iteration, ((index, 0, numel),), flat, self.ctx.params[index].name)
             return
         group, offset, numel = self._slot_of[index]
         self._bufs[group][offset:offset + numel].copy_(grad.reshape(-1))
@@ -236,6 +243,12 @@ class MgWfbp(Strategy):
         for tensor, offset, numel in slots:
             self._momentum[tensor] = c.sgd_(tensor, flat[offset:offset + numel], self._momentum.get(tensor))
             c.mark_fresh(tensor)
+
+    def _buffer(self) -> torch.Tensor:
+        """The one gradient buffer (the model's size), allocated at first use."""
+        if self._flat is None:
+            self._flat = torch.empty(sum(self._numels), dtype=self._dtype, device=self._device)
+        return self._flat
 
     # -- 3. the plan: computed on rank 0, broadcast, buffers allocated once ------------------------
 
@@ -295,8 +308,11 @@ class MgWfbp(Strategy):
     def _use(self, plan: MergePlan) -> None:
         self.plan = plan
         self._layout = group_layout(plan, self._numels)
-        self._bufs = [torch.empty(sum(n for _, _, n in slots), dtype=self._dtype, device=self._device)
-                      for slots in self._layout]
+        flat, start, self._bufs = self._buffer(), 0, []
+        for slots in self._layout:
+            size = sum(n for _, _, n in slots)
+            self._bufs.append(flat[start:start + size])
+            start += size
         self._slot_of = {tensor: (g, offset, numel)
                          for g, slots in enumerate(self._layout) for tensor, offset, numel in slots}
         self._missing = [len(slots) for slots in self._layout]

@@ -11,7 +11,7 @@ import torch
 
 from synclab.core import param_layout
 from synclab.compute.profile import parse_model_profile
-from synclab.compute.replay import ReplayEngine, sleep_until
+from synclab.compute.replay import ReplayEngine, lazy_zeros, sleep_until
 from synclab.models import build_model
 from synclab.strategies.base import Strategy
 
@@ -133,3 +133,29 @@ def test_profile_without_update_keeps_the_real_arithmetic():
     finally:
         eng.close()
         timed.close()
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS"))
+
+
+def test_lazy_zeros_are_separate_zero_tensors_of_the_given_layout():
+    like = [torch.empty(3, 5), torch.empty(7, dtype=torch.float64), torch.empty(0), torch.empty(2, dtype=torch.int64)]
+    zs = lazy_zeros(like)
+    assert [(z.shape, z.dtype) for z in zs] == [(t.shape, t.dtype) for t in like]
+    assert all(z.is_contiguous() and not z.any() for z in zs)
+    zs[0].add_(1.0)  # a write stays in its own tensor
+    assert zs[0].eq(1.0).all() and not zs[1].any() and not zs[3].any()
+
+
+def test_lazy_zeros_cost_no_resident_memory_until_written():
+    n = 64 << 20  # 256 MiB of float32
+    before = _rss_bytes()
+    (z,) = lazy_zeros([torch.empty(n)])
+    assert float(z.sum()) == 0.0  # every page read
+    read = _rss_bytes() - before
+    z[: n // 2].fill_(1.0)  # half the pages written
+    written = _rss_bytes() - before
+    assert read < n * 4 // 8, f"reading lazy zeros made {read} bytes resident"
+    assert written > n * 4 // 4, f"writing half of them made only {written} bytes resident"
