@@ -78,15 +78,15 @@ class Sampler:
         self._thread.join()
 
     def _run(self) -> None:
-        import psutil
-
         while not self._stop.is_set():
-            self.sample(psutil)
+            self.sample()
             self._stop.wait(self.period_s)
 
-    def sample(self, psutil) -> None:
+    def sample(self) -> None:
         """Read every node's peak; the host's available memory only while this run has nodes (not while
         ``flock`` waits for another job to finish)."""
+        import psutil
+
         available = mem_available_kib()
         try:
             children = psutil.Process(self.root).children(recursive=True)

@@ -62,23 +62,21 @@ SPIN_S = 0.0005
 
 
 def lazy_zeros(like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Zero tensors of the shapes, dtypes and devices of ``like``; the CPU ones are views of one anonymous mapping
-    that takes resident memory only where it is written (each view starts on a 64-byte boundary)."""
-    cpu = [t for t in like if t.device.type == "cpu"]
-    offsets, size = {}, 0
-    for t in cpu:
-        offsets[id(t)] = size
-        size += -(-t.numel() * t.element_size() // 64) * 64
+    """Zero tensors of the shapes, dtypes and devices of ``like``; the non-empty CPU ones are views of one anonymous
+    mapping that takes resident memory only where it is written (each view starts on a 64-byte boundary)."""
+    def span(t: torch.Tensor) -> int:
+        return -(-t.numel() * t.element_size() // 64) * 64
+
+    mapped = [t.device.type == "cpu" and t.numel() > 0 for t in like]
+    size = sum(span(t) for t, m in zip(like, mapped) if m)
     buf = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE)  # anonymous, private: zero-filled as touched
-    out = []
-    for t in like:
-        if t.device.type != "cpu":
+    out, offset = [], 0
+    for t, m in zip(like, mapped):
+        if not m:
             out.append(torch.zeros_like(t))
-        elif t.numel() == 0:
-            out.append(torch.zeros_like(t))
-        else:
-            view = torch.frombuffer(buf, dtype=t.dtype, count=t.numel(), offset=offsets[id(t)])
-            out.append(view.view(t.shape))
+            continue
+        out.append(torch.frombuffer(buf, dtype=t.dtype, count=t.numel(), offset=offset).view(t.shape))
+        offset += span(t)
     return out
 
 

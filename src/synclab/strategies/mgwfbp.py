@@ -27,13 +27,15 @@ A run goes through four steps:
    all-reduce of m encoded 0/1 to which only rank 0 contributes, so every rank
    decodes the same bytes.
 4. From iteration P+1 (Algorithm 2 lines 23-32): each gradient is copied into
-   its group's flat buffer (the groups are consecutive parts of that one buffer); a group is all-reduced as soon as
-   all of its gradients are in, groups one after another in plan (backward)
-   order; then each tensor of the group is averaged, updated and its gate opened.
+   its group's flat buffer (the groups are consecutive parts of that one
+   buffer); a group is all-reduced as soon as all of its gradients are in,
+   groups one after another in plan (backward) order; then each tensor of the
+   group is averaged, updated and its gate opened.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -130,7 +132,7 @@ class MgWfbp(Strategy):
         self.plan: MergePlan | None = None
         self._layout: list[tuple[tuple[int, int, int], ...]] | None = None
         self._flat: torch.Tensor | None = None  # every gradient's slot: WFBP's while profiling, then the groups'
-        self._offsets = [sum(self._numels[:i]) for i in range(len(self._numels))]  # WFBP's slots
+        self._offsets = list(itertools.accumulate(self._numels, initial=0))  # WFBP's slots (and the end)
 
     def peers(self):
         return {self._next} if self.ctx.world > 1 else set()
