@@ -31,6 +31,24 @@ def _unavailable(reason: str):
     pytest.skip(reason)
 
 
+def kill_script(condition: str) -> str:
+    """Python source, run inside a container, that SIGKILLs every process whose ``argv`` (a list of bytes)
+    meets ``condition`` and prints `killed PID ARGV` for each. A process that exits while the loop reads
+    /proc (a child of the one just killed, a `docker exec` of its own) is skipped, not an error."""
+    return ("import os, signal\n"
+            "for p in filter(str.isdigit, os.listdir('/proc')):\n"
+            "    try:\n"
+            "        argv = open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')\n"
+            "    except OSError:\n"
+            "        continue\n"
+            f"    if {condition}:\n"
+            "        try:\n"
+            "            os.kill(int(p), signal.SIGKILL)\n"
+            "        except ProcessLookupError:\n"
+            "            continue\n"
+            "        print('killed', p, argv)\n")
+
+
 def sh(*cmd: str, env: dict | None = None, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:

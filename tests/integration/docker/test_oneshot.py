@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from integration.docker.conftest import kill_script
+
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[3]
@@ -31,11 +33,7 @@ SMALL_JOB = {"PROFILE": "1gbit", "WORKERS": "2", "SHARDS": "2", "ITERATIONS": "1
              "SPEC_SET": "run.warmup=2"}
 LONG_JOB = {**SMALL_JOB, "ITERATIONS": "100000", "SPEC_SET": "run.warmup=2 run.heartbeat_timeout_s=5"}
 # The role a worker container runs (the entrypoint's own command line says `--as-user worker`).
-KILL_WORKER_ROLE = ("import os, signal\n"
-                    "for p in filter(str.isdigit, os.listdir('/proc')):\n"
-                    "    argv = open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')\n"
-                    "    if b'worker' in argv and b'--rank' in argv:\n"
-                    "        os.kill(int(p), signal.SIGKILL); print('killed', p)\n")
+KILL_WORKER_ROLE = kill_script("b'worker' in argv and b'--rank' in argv")
 
 
 @pytest.fixture

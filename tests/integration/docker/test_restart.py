@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+from integration.docker.conftest import kill_script
 from integration.docker.test_oneshot import cluster, run_one_shot, start_one_shot  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
@@ -30,13 +31,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 ITERATIONS, EVERY = 40, 5
 JOB = {"PROFILE": "1gbit", "WORKERS": "2", "SHARDS": "2", "ITERATIONS": str(ITERATIONS), "REPEAT": "1",
        "SPEC_SET": f"run.warmup=2 run.heartbeat_timeout_s=5 run.checkpoint_every={EVERY} run.restart=on-failure"}
-# kill -9 of the role process a container runs (`synclab ROLE ...`; the entrypoint's own command line says
-# `--as-user ROLE`, and `synclab` is the second word of the role's)
-KILL_ROLE = ("import os, signal\n"
-             "for p in filter(str.isdigit, os.listdir('/proc')):\n"
-             "    argv = open(f'/proc/{{p}}/cmdline', 'rb').read().split(b'\\0')\n"
-             "    if b'{role}' in argv and b'--as-user' not in argv and b'/opt/synclab/entrypoint.py' not in argv:\n"
-             "        os.kill(int(p), signal.SIGKILL); print('killed', p, argv)\n")
 # params.pt (rank 0's state dict) of two projects' run volumes, mounted at /a and /b, compared in the image.
 COMPARE = ("import json, torch\n"
            "a = torch.load('/a/latest/params.pt', weights_only=False)\n"
@@ -77,8 +71,10 @@ def wait_for_checkpoint(c, running) -> int:
 
 def kill_role(c, service: str) -> None:
     """kill -9 of the role process in the service's first container (the container stays up)."""
+    # the role runs `synclab ROLE ...`; the entrypoint's own command line says `--as-user ROLE`
     victim = c.containers(service)[0]["Name"]
-    killed = c.docker("exec", victim, "python", "-c", KILL_ROLE.format(role=service))
+    role = f"b'{service}' in argv and b'--as-user' not in argv and b'/opt/synclab/entrypoint.py' not in argv"
+    killed = c.docker("exec", victim, "python", "-c", kill_script(role))
     assert "killed" in killed.stdout, killed.stdout + killed.stderr
 
 
