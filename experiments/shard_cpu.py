@@ -1,7 +1,7 @@
 """Host CPU of a PS shard's own arithmetic, per value: what ``synclab simulate --shard-cpu`` takes.
 
 The emulator's shards (:class:`synclab.ps.shard.Shard`) do their arithmetic for real on the host, unscaled
-by ``compute.scale``: a push is summed into its round (the first push ``clone``d, later ones ``add_``ed),
+by ``compute.scale``: a push is summed into its round (``add_``, chunk by chunk as it arrives),
 a complete round (or, in ``async`` mode, every push) is applied by ``sgd_momentum_``, and pull answers
 are a ``clone`` of the values. This times those three operations on one tensor of ``--values`` floats
 (default: half of ResNet-50, what each of two shards holds) with torch's default thread count (the PS
@@ -18,7 +18,7 @@ import time
 
 
 def measure(values: int, repeats: int = 7, threads: int | None = None) -> dict[str, float]:
-    """Median seconds per value of the shard's push (clone/add_ mean of a 2-worker round), update and reply."""
+    """Median seconds per value of the shard's push (``add_`` into the round's sum), update and reply."""
     import torch
 
     from synclab.ps.optimizer import sgd_momentum_
@@ -42,7 +42,7 @@ def measure(values: int, repeats: int = 7, threads: int | None = None) -> dict[s
     clone = median(lambda: grad.clone())
     add = median(lambda: total.add_(grad))
     update = median(lambda: sgd_momentum_(w, grad, buf, lr=0.05, momentum=0.9, weight_decay=1e-4))
-    return {"clone_s": clone, "add_s": add, "push_s": (clone + add) / 2, "update_s": update, "reply_s": clone,
+    return {"clone_s": clone, "add_s": add, "push_s": add, "update_s": update, "reply_s": clone,
             "threads": torch.get_num_threads()}
 
 

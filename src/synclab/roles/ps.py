@@ -50,6 +50,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         except PushRejected as e:
             context.abort(grpc.StatusCode.NOT_FOUND, str(e))
 
+    sinks = _ShardSinks()
     spans = SpanLog(j.name, enabled=spec.run.events)
     transport = NodeTransport(j.name, token, on_message=on_message, on_error=on_error, policy="priority",
                               chunk_bytes=spec.transport.chunk_bytes, queue_bytes=spec.transport.queue_bytes,
@@ -57,7 +58,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
                               connect_timeout_s=spec.run.connect_timeout_s, spans=spans,
                               keepalive_scale=spec.run.dilation,
                               limits=MessageLimits.for_payload(0, spec.transport.queue_bytes),  # the plan widens them
-                              engine=spec.transport.engine)
+                              engine=spec.transport.engine, sinks=sinks)
     try:
         transport.serve(host, j.port, ps=True, pull_handler=pull, tcp_port=j.tcp_port)
     finally:
@@ -79,6 +80,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
                                         mode=plan.server_mode, max_ahead=plan.max_ahead,
                                         send=lambda w, m: transport.reverse_link(w, spec.run.connect_timeout_s).send(m),
                                         on_aggregated=j.metrics.observe_aggregation)
+        sinks.shard = shard
 
         if spec.run.resume_from:  # a restart: values, momentum and versions as of the checkpoint
             shard.load_state_dict(checkpoint.load(j.run_dir, spec.run.resume_from, j.name)["shard"])
@@ -126,6 +128,16 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         if ok and spec.run.linger_s:
             time.sleep(spec.run.linger_s)  # let scrapers read the final counters
     return 0 if ok else 1
+
+
+class _ShardSinks:
+    """The transport's ``sinks`` (it is built before the plan says what the shard holds): once :attr:`shard` is
+    set, the shard sums pushes as their chunks stream in; before, every message is staged whole."""
+
+    shard: Shard | None = None
+
+    def claim_sink(self, sender: str, mid):
+        return None if self.shard is None else self.shard.claim_sink(sender, mid)
 
 
 def _per_peer(metrics, direction: str) -> dict[str, int]:

@@ -334,12 +334,15 @@ class SsdModel(PsModel):
 
 class ShardCpu:
     """Host CPU seconds per value of a PS shard's own arithmetic, which the emulator's shards do for real
-    and unscaled (:class:`synclab.ps.shard.Shard`): ``push_s`` summing a push into its round (the first
-    push's ``clone``, then ``add_``), ``update_s`` the momentum-SGD step (``sgd_momentum_``), ``reply_s``
-    copying the values that answer pulls (``clone``). Off by default: the simulator models the PS as the
-    papers' machines, whose update time is the profile's ``update_seconds``; on, it models the emulator's
-    host (``synclab simulate --shard-cpu PUSH,UPDATE,REPLY`` in ns per value, measured with
-    ``experiments/shard_cpu.py``)."""
+    and unscaled (:class:`synclab.ps.shard.Shard`): ``push_s`` summing a push into its round (``add_``),
+    ``update_s`` the momentum-SGD step (``sgd_momentum_``), ``reply_s`` copying the values that answer
+    pulls (``clone``). Off by default: the simulator models the PS as the papers' machines, whose update
+    time is the profile's ``update_seconds``; on, it models the emulator's host (``synclab simulate
+    --shard-cpu PUSH,UPDATE,REPLY`` in ns per value, measured with ``experiments/shard_cpu.py``).
+
+    The emulator's shard sums a push chunk by chunk on the thread that receives it, while the next chunk is
+    on the wire (:meth:`synclab.ps.shard.Shard.claim_sink`), so only the last chunk's sum delays the push,
+    and it does not wait for the shard's one server (:class:`SimShard`)."""
 
     def __init__(self, push_s: float, update_s: float, reply_s: float):
         for name, v in (("push", push_s), ("update", update_s), ("reply", reply_s)):
@@ -388,8 +391,9 @@ class SimShard:
 
     def push(self, rank: int, p, it: int) -> None:
         cpu = self.sim.shard_cpu
-        if cpu is not None and self.sim.plan.server_mode != "async":  # the push's sum into its round first
-            self._job(0, cpu.push_s * p.length, lambda: self._aggregate(rank, p, it))
+        if cpu is not None and self.sim.plan.server_mode != "async":  # the sum of the push's last chunk
+            last = min(p.length, max(1, self.sim.spec.transport.chunk_bytes // self.sim.elem_bytes))
+            self.sim.net.after(cpu.push_s * last, lambda: self._aggregate(rank, p, it))
         else:
             self._aggregate(rank, p, it)
 

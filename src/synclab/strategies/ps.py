@@ -25,6 +25,7 @@ from synclab.plans.sharding import Partition, kvstore_partitions
 from synclab.core import ParamInfo
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
+from synclab.transport.inbox import TensorSink
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId, Received
 
@@ -49,6 +50,11 @@ class PsClient:
     pull that slice (KVStore); without it, values may come unasked (a broadcasting
     server) or after :meth:`pull`. Values land in the live tensor, which is then
     marked fresh, unless :meth:`pull` names another tensor to land in.
+
+    A reply the worker asked for is written into its place chunk by chunk as it
+    arrives (``Inbox.expect_into``, named before the pull request leaves), so a
+    worker never holds a second, staged copy of the values it pulls; values that
+    come unasked (a broadcast) are staged whole and copied in.
     """
 
     def __init__(self, ctx: WorkerContext, partitions: list[Partition], *, pull_on_notify: bool = True):
@@ -110,11 +116,12 @@ class PsClient:
         ``into`` (same numel as the tensor) receives the values instead of the live
         tensor, which is then neither touched nor marked fresh.
         """
-        done = self._landing(iteration, index, into).done
+        landing = self._landing(iteration, index, into)
         for p in self.partitions(index):
+            self._expect_reply(landing, iteration, index, p)
             self.ctx.ps_links[p.shard].send(Message(MessageId(pb.PULL_REQUEST, p.key, p.slice, iteration),
                                                     priority=p.priority))
-        return done
+        return landing.done
 
     def push_initial(self) -> None:
         """Rank 0 seeds every shard with its initial parameter values."""
@@ -147,21 +154,47 @@ class PsClient:
                 self._notified[(iteration, key)] = seen
                 return
             self._notified.pop((iteration, key), None)
+        index = self._index[key]
+        landing = self._landing(iteration, index)
         for p in slices:
+            self._expect_reply(landing, iteration, index, p)
             self.ctx.ps_links[p.shard].send(Message(MessageId(pb.PULL_REQUEST, key, p.slice, iteration)))
 
+    def _target(self, landing: _Landing, index: int, p: Partition) -> torch.Tensor:
+        """The flat slice of the live tensor (or of ``into``) that partition ``p``'s values land in."""
+        target = self.ctx.tensors[index] if landing.into is None else landing.into
+        return target.detach().view(-1)[p.offset:p.offset + p.length]
+
+    def _expect_reply(self, landing: _Landing, iteration: int, index: int, p: Partition) -> None:
+        """Name the reply's destination before asking for it: the transport copies its chunks into place."""
+        shard, target = self.ctx.ps_names.get(p.shard), self._target(landing, index, p)
+        if shard is None or target.device.type != "cpu":  # staged whole and copied (no names; a GPU tensor)
+            return
+        arrived = self.ctx.inbox.expect_into(shard, MessageId(pb.PARAMS, p.key, p.slice, iteration),
+                                             TensorSink(target, reduce=False))
+        arrived.add_done_callback(lambda f: self._landed(landing, iteration, index, f.exception()))
+
     def _on_params(self, msg: Received) -> None:
+        """Values that came whole (unasked, or to a context that named no destination): copied into place."""
         index = self._index[msg.mid.key]
         p = self._by_key[msg.mid.key][msg.mid.slice]
         landing = self._landing(msg.mid.iteration, index)
-        target = self.ctx.tensors[index] if landing.into is None else landing.into
-        with torch.no_grad():
-            target.view(-1)[p.offset:p.offset + p.length].copy_(msg.tensor)
+        self._target(landing, index, p).copy_(msg.tensor)
+        self._landed(landing, msg.mid.iteration, index)
+
+    def _landed(self, landing: _Landing, iteration: int, index: int, error: BaseException | None = None) -> None:
+        """One slice is in place (or failed to arrive: the landing fails with the reason)."""
+        if error is not None:
+            with self._lock:
+                self._landings.pop((iteration, index), None)
+            if not landing.done.done():
+                landing.done.set_exception(error)
+            return
         with self._lock:
             landing.remaining -= 1
             complete = landing.remaining == 0
             if complete:
-                del self._landings[(msg.mid.iteration, index)]
+                del self._landings[(iteration, index)]
         if complete:
             if landing.into is None:
                 self.ctx.mark_fresh(index)

@@ -4,6 +4,9 @@
 a message that arrives first is kept until someone expects it. Kinds with a
 subscribed callback (PS notifications and parameter replies) bypass the table.
 
+A message of a subscribed kind whose destination was named (``expect_into``: a pull
+reply) goes to that destination instead of the callback.
+
 Early messages are bounded per sender by ``limits.max_peer_bytes``: a sender
 whose unexpected messages would hold more is refused with :class:`InboxFull`
 (a ``ValueError``, so the transport drops that sender's stream).
@@ -51,6 +54,7 @@ class TensorSink:
     reading ``dst``; the ring's all-gather overwrites a segment it sent during the reduce-scatter)."""
 
     __slots__ = ("dst", "reduce", "before", "_esize", "_nbytes")
+    deliver = False  # the caller awaits the future; nothing goes to on_message
 
     def __init__(self, dst: torch.Tensor, *, reduce: bool, before: Future | None = None):
         if not dst.is_contiguous() or dst.device.type != "cpu":
@@ -158,11 +162,14 @@ class Inbox:
             return entry.sink, entry.future
 
     def deliver(self, msg: Received) -> None:
+        key = (msg.sender, msg.mid)
         cb = self._subscribers.get(msg.mid.kind)
         if cb is not None:
-            cb(msg)
-            return
-        key = (msg.sender, msg.mid)
+            with self._lock:
+                named = key in self._sinks
+            if not named:  # a subscribed kind goes to its callback unless this message's destination was named
+                cb(msg)
+                return
         with self._lock:
             fut = self._waiting.pop(key, None)
             sink_entry = self._sinks.get(key) if fut is None else None

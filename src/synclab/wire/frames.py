@@ -174,7 +174,12 @@ class Received:
 
 
 class ChunkSink(Protocol):
-    """Where a message's chunks go as they arrive (``synclab.transport.inbox.TensorSink``)."""
+    """Where a message's chunks go as they arrive (``synclab.transport.inbox.TensorSink``, a PS shard's push).
+
+    ``deliver``: False, the sink's future is the only news of the finished message (:data:`CONSUMED`); True, the
+    finished message, its ``tensor`` None, is also returned to be handed on (a shard's serve queue)."""
+
+    deliver: bool
 
     def check(self, dtype: torch.dtype, total_bytes: int, what: str) -> None: ...
     def write(self, offset: int, payload) -> None: ...
@@ -186,7 +191,7 @@ class SinkSource(Protocol):
     def claim_sink(self, sender: str, mid: MessageId) -> tuple[ChunkSink, Future] | None: ...
 
 
-# What Reassembler.add returns for a message whose chunks all went into a sink (nothing left to deliver).
+# What Reassembler.add returns for a message whose chunks all went into a sink that is not ``deliver``.
 CONSUMED = Received(MessageId(0, ""), "", 0, None)
 
 
@@ -217,11 +222,12 @@ class Reassembler:
     so partial messages are kept per :class:`MessageId`. Every size a header
     announces is checked against ``limits`` before its buffer is allocated.
 
-    ``sinks`` (a :class:`SinkSource`, the worker's inbox): at a message's first
-    chunk, a sink already waiting for it takes every chunk as it arrives, in
-    order and checked as staged chunks are, and no buffer is staged; ``add``
-    then returns :data:`CONSUMED` for the last chunk and resolves the sink's
-    future. A sink that refuses a chunk fails its future and the stream.
+    ``sinks`` (a :class:`SinkSource`: a worker's inbox, a PS shard): at a
+    message's first chunk, a sink already waiting for it takes every chunk as
+    it arrives, in order and checked as staged chunks are, and no buffer is
+    staged; ``add`` then resolves the sink's future at the last chunk and
+    returns :data:`CONSUMED`, or, for a ``deliver`` sink, the message with
+    ``tensor`` None. A sink that refuses a chunk fails its future and the stream.
     """
 
     def __init__(self, max_chunk_bytes: int = DEFAULT_CHUNK_BYTES, limits: MessageLimits | None = None, *,
@@ -248,6 +254,8 @@ class Reassembler:
             raise FrameError(f"{peer} announced a message {mid.key!r} of {h.total_bytes} bytes; this node accepts "
                              f"at most {limit} bytes (the plan's largest message plus margin)")
         if h.total_bytes == 0 and not payload and h.dtype == pb.DTYPE_UNSPECIFIED:
+            if mid in self._partial:
+                raise FrameError(f"{peer} sent an empty {mid.key!r} while that message's chunks were arriving")
             return Received(mid, h.sender, h.priority, None)
         part = self._partial.get(mid)
         if part is None:
@@ -321,9 +329,10 @@ class Reassembler:
         if end < part.total:
             return None
         del self._partial[mid]
+        done = Received(mid, h.sender, part.priority, None)
         if not part.future.done():
-            part.future.set_result(Received(mid, h.sender, part.priority, None))
-        return CONSUMED
+            part.future.set_result(done)
+        return done if part.sink.deliver else CONSUMED
 
     @property
     def pending(self) -> int:

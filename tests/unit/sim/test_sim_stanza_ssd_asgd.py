@@ -226,6 +226,23 @@ def test_shard_cpu_is_charged_per_value_on_the_shard(tmp_path):
         ShardCpu(-1.0, 0.0, 0.0)
 
 
+def test_a_synchronous_push_is_charged_only_its_last_chunk_sum_off_the_shard_server(tmp_path):
+    """ps, 2 workers, 1 µs per value of push: the emulator's shard sums each 64 KiB chunk (16384 values) as
+    it arrives, so a push waits for its last chunk's sum (16.4 ms for the weight), never its whole 0.25 s,
+    and the two workers' pushes do not queue behind each other."""
+    from synclab.sim.strategies import ShardCpu
+
+    def seconds(cpu):
+        spec, _ = prepare(_mlp_asgd(tmp_path, strategy="ps"))
+        spec.transport.chunk_bytes = 65536
+        rows = Simulation(spec, startup_s=A, shard_cpu=cpu).run().rows
+        return sorted(r["iteration_s"] for r in rows if r["iteration"] == 3)
+
+    base, charged = seconds(None), seconds(ShardCpu(1e-6, 0.0, 0.0))
+    for b, c in zip(base, charged):
+        assert c - b == pytest.approx(16384e-6 + 10e-6, abs=2e-3)
+
+
 def test_shard_cpu_measurement_script():
     mod = load_experiment("shard_cpu")
     m = mod.measure(10_000, repeats=3)
