@@ -106,6 +106,7 @@ class _Entry:
     rounds: dict[int, _Round] = field(default_factory=dict)     # iteration -> pushes so far (synchronous)
     last_push: dict[str, int] = field(default_factory=dict)     # worker -> last iteration pushed (async)
     waiting_pulls: list[tuple[str, int]] = field(default_factory=list)  # (worker, iteration) not yet answerable
+    snapshot: tuple[int, torch.Tensor] | None = None  # (version, a copy of value) that replies send
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -177,7 +178,7 @@ class Shard:
             e = self._entries[k]
             with e.lock:
                 e.value, e.momentum, e.version = s["value"], s["momentum"], s["version"]
-                e.last_push = dict(s["last_push"])
+                e.last_push, e.snapshot = dict(s["last_push"]), None
         with self._init_lock:
             self._uninitialized = sum(e.value is None for e in self._entries.values())
             if self._uninitialized == 0:
@@ -250,7 +251,7 @@ class Shard:
         t = self._check(e, msg)
         with e.lock:
             first = e.value is None
-            e.value = t.clone()
+            e.value, e.snapshot = t.clone(), None
         if first:
             with self._init_lock:
                 self._uninitialized -= 1
@@ -273,7 +274,7 @@ class Shard:
                 applied = self._apply_at_once(e, msg, t)
             if not applied:
                 return
-            fresh = e.value.clone() if self.rules.announce == pb.PARAMS else None
+            fresh = self._snapshot(e) if self.rules.announce == pb.PARAMS else None
             answers = self._answerable_pulls(e)
         if self._on_aggregated is not None:
             self._on_aggregated(time.perf_counter() - t0)
@@ -351,8 +352,18 @@ class Shard:
         if not ready:
             return []
         e.waiting_pulls = [p for p in e.waiting_pulls if p not in ready]
-        value = e.value.clone()
+        value = self._snapshot(e)
         return [(w, it, value) for w, it in ready]
+
+    @staticmethod
+    def _snapshot(e: _Entry) -> torch.Tensor:
+        """A copy of the values at this version, made once and shared by every reply that sends them (lock
+        held). Workers that pull one version at different times used to get a copy each, all held while
+        their shaped links drained them: 0.2 GB more per worker for a VGG-16 shard. The shard never writes
+        a snapshot; the next version gets a new one."""
+        if e.snapshot is None or e.snapshot[0] != e.version:
+            e.snapshot = (e.version, e.value.clone())
+        return e.snapshot[1]
 
     def _answer(self, e: _Entry, answers: list[tuple[str, int, torch.Tensor]]) -> None:
         """Send pull replies (labelled with the iteration asked for), then wake :meth:`wait_settled`."""

@@ -124,13 +124,14 @@ class PsClient:
         return landing.done
 
     def push_initial(self) -> None:
-        """Rank 0 seeds every shard with its initial parameter values."""
+        """Rank 0 seeds every shard with its initial parameter values: views of the live tensors, which
+        nothing writes before every seed has been handed over (this waits for that), so no second copy."""
         futures = []
         for info in self.ctx.params:
             flat = self.ctx.tensors[info.index].detach().reshape(-1)
             for p in self.partitions(info.index):
                 futures.append(self.ctx.ps_links[p.shard].send(
-                    Message(MessageId(pb.PARAMS, p.key, p.slice, 0), flat[p.offset:p.offset + p.length].clone())))
+                    Message(MessageId(pb.PARAMS, p.key, p.slice, 0), flat[p.offset:p.offset + p.length])))
         for f in futures:
             f.result()
 

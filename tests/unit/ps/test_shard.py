@@ -95,3 +95,19 @@ def test_kvstore_placement():
     assert parts == kvstore_partitions([("big", 2_000_001), ("small", 10), ("small2", 1_000_000)], 3, seed=1)
     with pytest.raises(ValueError):
         kvstore_partitions([("x", 1)], 0)
+
+
+def test_replies_of_one_version_share_one_copy_that_the_next_update_leaves_alone():
+    s, sent = make_shard("pull")
+    for it in (1, 2):
+        push(s, "w", "worker0", it, torch.full((4,), 1.0))
+        push(s, "w", "worker1", it, torch.full((4,), 3.0))
+        for w in ("worker0", "worker1"):  # the two workers pull this version at different times
+            s.handle(Received(MessageId(pb.PULL_REQUEST, "w", 0, it), w, 0, None))
+    first, second = [m.tensor for _, m in sent[:2]], [m.tensor for _, m in sent[2:]]
+    assert first[0] is first[1] and second[0] is second[1] and first[0] is not second[0]
+    expected = torch.ones(4)
+    momentum = sgd_momentum_(expected, torch.full((4,), 2.0), None, lr=0.1, momentum=0.9, weight_decay=0.01)
+    assert torch.equal(first[0], expected)  # the update of iteration 2 wrote the values, not the copy sent
+    sgd_momentum_(expected, torch.full((4,), 2.0), momentum, lr=0.1, momentum=0.9, weight_decay=0.01)
+    assert torch.equal(second[0], expected) and torch.equal(s.value("w"), expected)

@@ -37,6 +37,14 @@ def feed(s: Shard, reasm: Reassembler, frame):
     return msg
 
 
+def stream_pushes(s: Shard, workers, it: int = 1) -> None:
+    """Each of ``workers`` streams its whole push of iteration ``it`` on its own stream."""
+    for w in workers:
+        reasm = Reassembler(max_chunk_bytes=64, sinks=s, peer=WORKERS[w])
+        for f in frames(w, it):
+            feed(s, reasm, f)
+
+
 def whole_reference(iterations=2):
     s, _ = make_shard()
     for it in range(1, iterations + 1):
@@ -69,10 +77,7 @@ def test_a_push_staged_before_the_shard_could_claim_it_joins_the_streamed_ones()
     early = Reassembler(max_chunk_bytes=64, sinks=None, peer="worker0")  # as before the plan made the shard
     for f in frames(0, 1):
         feed(s, early, f)
-    for w in (1, 2):
-        reasm = Reassembler(max_chunk_bytes=64, sinks=s, peer=WORKERS[w])
-        for f in frames(w, 1):
-            feed(s, reasm, f)
+    stream_pushes(s, (1, 2))
     assert s.version("w") == 1
     assert torch.allclose(s.value("w"), whole_reference(1).value("w"), atol=1e-6)
 
@@ -98,10 +103,7 @@ def test_a_push_of_the_wrong_size_gives_its_claim_back_and_the_round_still_compl
     with pytest.raises(FrameError, match="do not fit"):
         feed(s, bad, frames(0, 1, torch.ones(N + 1))[0])
     assert s.keys() == [("w", 0)] and not s._entries[("w", 0)].rounds
-    for w in range(len(WORKERS)):
-        reasm = Reassembler(max_chunk_bytes=64, sinks=s, peer=WORKERS[w])
-        for f in frames(w, 1):
-            feed(s, reasm, f)
+    stream_pushes(s, range(len(WORKERS)))
     assert s.version("w") == 1
     assert torch.allclose(s.value("w"), whole_reference(1).value("w"), atol=1e-6)
 
@@ -114,10 +116,7 @@ def test_a_stream_broken_midway_never_applies_its_partial_sum():
     feed(s, cut, f[0])
     with pytest.raises(FrameError, match="offset"):
         feed(s, cut, f[2])  # chunk 2 before chunk 1: the stream is refused
-    for w in (1, 2):
-        reasm = Reassembler(max_chunk_bytes=64, sinks=s, peer=WORKERS[w])
-        for g in frames(w, 1):
-            feed(s, reasm, g)
+    stream_pushes(s, (1, 2))
     assert s.version("w") == 0 and torch.equal(s.value("w"), before)
     with pytest.raises(RuntimeError, match="in flight"):
         s.state_dict()
