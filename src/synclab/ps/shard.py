@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable
@@ -106,7 +107,7 @@ class _Entry:
     rounds: dict[int, _Round] = field(default_factory=dict)     # iteration -> pushes so far (synchronous)
     last_push: dict[str, int] = field(default_factory=dict)     # worker -> last iteration pushed (async)
     waiting_pulls: list[tuple[str, int]] = field(default_factory=list)  # (worker, iteration) not yet answerable
-    snapshot: tuple[int, torch.Tensor] | None = None  # (version, a copy of value) that replies send
+    snapshot: tuple[int, weakref.ref] | None = None  # (version, the copy of value its replies send)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -357,13 +358,15 @@ class Shard:
 
     @staticmethod
     def _snapshot(e: _Entry) -> torch.Tensor:
-        """A copy of the values at this version, made once and shared by every reply that sends them (lock
-        held). Workers that pull one version at different times used to get a copy each, all held while
-        their shaped links drained them: 0.2 GB more per worker for a VGG-16 shard. The shard never writes
-        a snapshot; the next version gets a new one."""
-        if e.snapshot is None or e.snapshot[0] != e.version:
-            e.snapshot = (e.version, e.value.clone())
-        return e.snapshot[1]
+        """A copy of the values at this version, shared by every reply that sends them while any of them is
+        still on its way (lock held). Workers that pull one version at different times used to get a copy
+        each, all held while their shaped links drained them: 0.2 GB more per worker for a VGG-16 shard.
+        The shard holds the copy weakly, so it is freed once its last reply is sent, and never writes it."""
+        if e.snapshot is not None and e.snapshot[0] == e.version and (copy := e.snapshot[1]()) is not None:
+            return copy
+        copy = e.value.clone()
+        e.snapshot = (e.version, weakref.ref(copy))
+        return copy
 
     def _answer(self, e: _Entry, answers: list[tuple[str, int, torch.Tensor]]) -> None:
         """Send pull replies (labelled with the iteration asked for), then wake :meth:`wait_settled`."""

@@ -111,3 +111,21 @@ def test_replies_of_one_version_share_one_copy_that_the_next_update_leaves_alone
     assert torch.equal(first[0], expected)  # the update of iteration 2 wrote the values, not the copy sent
     sgd_momentum_(expected, torch.full((4,), 2.0), momentum, lr=0.1, momentum=0.9, weight_decay=0.01)
     assert torch.equal(second[0], expected) and torch.equal(s.value("w"), expected)
+
+
+def test_a_snapshot_is_freed_once_no_reply_holds_it():
+    import gc
+
+    s, sent = make_shard("pull")
+    push(s, "w", "worker0", 1, torch.full((4,), 1.0))
+    push(s, "w", "worker1", 1, torch.full((4,), 3.0))
+    s.handle(Received(MessageId(pb.PULL_REQUEST, "w", 0, 1), "worker0", 0, None))
+    held = sent.pop()[1].tensor
+    s.handle(Received(MessageId(pb.PULL_REQUEST, "w", 0, 1), "worker1", 0, None))
+    assert sent.pop()[1].tensor is held  # still on its way to worker0: shared
+    del held
+    gc.collect()
+    assert s._entries[("w", 0)].snapshot[1]() is None  # no reply holds it: gone
+    s.handle(Received(MessageId(pb.PULL_REQUEST, "w", 0, 1), "worker0", 0, None))
+    assert torch.equal(sent[-1][1].tensor, s.value("w"))  # a fresh copy of the same values
+    assert s._entries[("w", 0)].snapshot[1]() is sent[-1][1].tensor
