@@ -18,8 +18,8 @@ by one :class:`ServerMode`, chosen by name in :data:`SERVER_MODES`:
 In the synchronous modes a push is summed into its round as its chunks arrive
 (:meth:`Shard.claim_sink`, given to the transport as its ``sinks``): the shard
 holds one sum per (key, slice, iteration), not one staged copy per worker
-still sending, which for VGG-16's 411 MB ``fc6`` at 16 workers is the
-difference between 0.4 and 6.6 GB. Its completion still goes through the
+still sending (measured in ``docs/validation/s25-ps-streaming``). Its
+completion still goes through the
 serve queue, so P3's priority order decides which complete round is updated
 and answered first. A push that arrived before anyone could claim it, or one
 that will be refused, is staged whole and handled as before.
@@ -360,8 +360,8 @@ class Shard:
     def _snapshot(e: _Entry) -> torch.Tensor:
         """A copy of the values at this version, shared by every reply that sends them while any of them is
         still on its way (lock held). Workers that pull one version at different times used to get a copy
-        each, all held while their shaped links drained them: 0.2 GB more per worker for a VGG-16 shard.
-        The shard holds the copy weakly, so it is freed once its last reply is sent, and never writes it."""
+        each, all held while their shaped links drained them. The shard holds the copy weakly, so it is
+        freed once its last reply is sent, and never writes it."""
         if e.snapshot is not None and e.snapshot[0] == e.version and (copy := e.snapshot[1]()) is not None:
             return copy
         copy = e.value.clone()
