@@ -189,6 +189,18 @@ class CommThread:
                 self._gates.fail(e)
                 return
 
+    def drain(self) -> None:
+        """Block until every callback submitted so far has run, or the thread has stopped (a callback failed).
+
+        The gates open from inside the callbacks (``mark_fresh``), so an open gate says nothing of what the
+        callback does after opening it (SSD-SGD issues its pull there): whoever reads the strategy's state after
+        the last iteration drains first."""
+        ran = threading.Event()
+        self._q.put((ran.set, ()))
+        while not ran.wait(0.05):
+            if not self._thread.is_alive():
+                return
+
     def stop(self) -> None:
         self._q.put(None)
         self._thread.join(timeout=10)
@@ -302,6 +314,12 @@ class EngineBase(ABC):
         t0 = time.perf_counter()
         self.gates.wait_all()
         return time.perf_counter() - t0
+
+    def drain_comm(self) -> None:
+        """Every strategy callback handed over so far (gradients, backward ends) has run; raise
+        :class:`CommFailed` if one failed. The worker calls it before it reads or ends the strategy."""
+        self.comm.drain()
+        self.check_comm()
 
     def check_comm(self) -> None:
         """Raise :class:`CommFailed` when the communication thread has failed."""

@@ -137,6 +137,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         client.barrier("ready", n_nodes)
         _train(spec, engine, strategy, client, metrics, None if engine.replay else dataset_for(spec), current,
                n_nodes, spans)
+        engine.drain_comm()  # the gates are open; the callbacks that opened them may still be running
         strategy.on_train_end()
         events.write(j.run_dir / f"events-{j.name}.csv")
         spans.write(j.run_dir / f"spans-{j.name}.csv")
@@ -181,6 +182,7 @@ def _resume(spec, engine, strategy, run_dir, node: str) -> torch.Tensor:
 
 def _save_checkpoint(engine, strategy, client, iteration: int, n_nodes: int) -> None:
     """Iteration ``iteration``'s synchronization is complete: save, then wait for every node to have saved."""
+    engine.drain_comm()  # the strategy's state, read below, is its comm thread's to write until then
     checkpoint.save(strategy.ctx.run_dir, iteration, strategy.ctx.node,
                     {"tensors": [t.detach().cpu().clone() for t in engine.tensors],
                      "strategy": strategy.state_dict(), "rng": torch.get_rng_state()})

@@ -81,6 +81,49 @@ def test_gradients_are_handed_over_in_backward_order():
         engine.close()
 
 
+class LateWork(Recorder):
+    """Opens each gate, then keeps working on the comm thread (as SSD-SGD issues a pull after marking fresh)."""
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        self.finished: list[int] = []
+
+    def on_gradient(self, iteration, index, grad):
+        super().on_gradient(iteration, index, grad)
+        time.sleep(0.05)
+        self.finished.append(index)
+
+
+def test_drain_comm_returns_only_after_every_callback_has_run():
+    engine = Engine(small_model(), nn.CrossEntropyLoss(), torch.device("cpu"))
+    late = LateWork(engine)
+    engine.attach(late)
+    try:
+        engine.run_iteration(1, *batch())
+        engine.wait_fresh()
+        n = len(engine.infos)
+        assert len(late.finished) < n, "the gates opened only after every callback ended: nothing to drain"
+        engine.drain_comm()
+        assert sorted(late.finished) == list(range(n)) and late.backward_ends == [1]
+    finally:
+        engine.close()
+
+
+def test_drain_comm_raises_a_callback_failure_instead_of_waiting_for_it():
+    engine, _ = engine_with()
+
+    def broken():
+        time.sleep(0.05)
+        raise ConnectionError("link to the peer broke while sending tensor 2")
+
+    try:
+        engine.comm.submit(broken)
+        with pytest.raises(CommFailed, match="sending tensor 2"):
+            engine.drain_comm()  # the thread stopped at the failure: the marker behind it never runs
+    finally:
+        engine.close()
+
+
 def test_gates_open_only_when_fresh():
     infos = [ParamInfo(0, "a.weight", (2,), 2, 0), ParamInfo(1, "a.bias", (2,), 2, 0),
              ParamInfo(2, "b.weight", (2,), 2, 1)]
