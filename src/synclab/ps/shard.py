@@ -20,8 +20,9 @@ In the synchronous modes a push is summed into its round as its chunks arrive
 holds one sum per (key, slice, iteration), not one staged copy per worker
 still sending (measured in ``docs/validation/s25-ps-streaming``). Its
 completion still goes through the serve queue, so P3's priority order
-decides which complete round is updated and answered first. A push that arrived before anyone could claim it, or one
-that will be refused, is staged whole and handled as before.
+decides which complete round is updated and answered first. A push that
+arrived before anyone could claim it, or one that will be refused, is staged
+whole and handled as before.
 
 In the synchronous modes a pull for iteration t is answered once the update of
 iteration t has been applied (a pull that arrives earlier waits, as a KVServer
