@@ -116,11 +116,12 @@ class SsdSgd(PsStrategy):
         step = self.schedule.step(iteration - 1)
         live = c.tensors[index]
         if step.init_pre_weight:  # first local update: w' is the last warm-up pull, still in the live tensor
-            self._local[index] = live.detach().reshape(-1).clone()
-            # the same tensor, not a copy (a copy costs a model's worth of memory per worker: VGG-16 at 8 workers,
-            # 553 MB each, ran a 24 GB host out of memory). The GLU step returns a new w' and pulls land in the
-            # newest, so this one keeps its values while pre_weight reads them; in replay the step is skipped and
-            # pulls do land here, but replay never reads pre_weight.
+            # w' and pre_weight start as the live tensor itself, not copies: a copy costs a model's worth of memory
+            # per worker (VGG-16 at 16 workers, 1199-1284 MiB per worker against 810-825 MiB in the warm-up, ran a
+            # 24 GB host out of memory: docs/validation/s27-ssdsgd-16w-memory). The GLU step copies only what must
+            # outlive the live tensor's next values (_keep_pre_weight); replay skips the step, so there w' stays
+            # the live tensor and the pulls land there, as in the warm-up (replay reads no weights).
+            self._local[index] = live.detach().view(-1)
             self._pre_weight[index] = self._local[index]
         w = self._local[index]
 
@@ -130,6 +131,7 @@ class SsdSgd(PsStrategy):
                                      beta=self.beta)
             if step.refresh_pre_weight:  # after grad_sync has used it (Algorithm 2 lines 3-5)
                 self._pre_weight[index] = w
+            self._keep_pre_weight(index, live)
             self._local[index] = new_w
             with torch.no_grad():
                 live.view(-1).copy_(new_w)  # line 21: the devices compute the next iteration with w'
@@ -139,6 +141,16 @@ class SsdSgd(PsStrategy):
         c.mark_fresh(index)
         if step.pull:  # line 22: the global weights replace w' (not the devices' copy)
             self._pulls[index] = self.client.pull(iteration, index, into=new_w)
+
+    def _keep_pre_weight(self, index: int, live: torch.Tensor) -> None:
+        """pre_weight must keep its values while the live tensor takes w': a copy only where they share memory.
+
+        That is once per tensor, at the first GLU step (w' began as the live tensor); later w' is the GLU step's
+        own result, which the live tensor only copies from.
+        """
+        pre = self._pre_weight[index]
+        if pre is not None and pre.untyped_storage().data_ptr() == live.untyped_storage().data_ptr():
+            self._pre_weight[index] = pre.clone()
 
     def on_train_end(self):
         """The last pulls may still be on their way, and the pushes after them: both out before the end barrier."""

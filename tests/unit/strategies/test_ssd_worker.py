@@ -91,6 +91,23 @@ def test_glu_steps_match_a_hand_computed_example():
     assert c.pulls() == [1, 3, 5]
 
 
+def test_replay_keeps_no_copy_of_the_model_and_pulls_land_in_the_live_tensor():
+    """Replay skips the GLU arithmetic (ctx.update returns ``unchanged``): w' stays the live tensor, no copy."""
+    c = Cluster(SsdSgd, [4, 3], warmup=1, k=2)
+    worker = c.workers[0]
+    worker.ctx.update = lambda indices, step, unchanged: unchanged
+    live = worker.ctx.tensors
+    for it in range(1, 6):
+        c.step(0, it, [torch.full((4,), 0.5), torch.full((3,), -0.25)])
+        for i in (0, 1) if it > 1 else ():  # iteration 1 is the warm-up: no w' yet
+            assert worker._local[i].untyped_storage().data_ptr() == live[i].untyped_storage().data_ptr()
+            assert worker._pre_weight[i] is worker._local[i]
+    # pulls at iterations 1 (warm-up), 3 and 5 (every k-th local update): the servers' weights are in the live tensors
+    assert c.pulls(key="t0") == [1, 3, 5]
+    for i, key in enumerate(("t0", "t1")):
+        assert torch.equal(live[i], c.shard.value(key).reshape(live[i].shape))
+
+
 @pytest.mark.parametrize("warmup, k", [(3, 1), (3, 2), (2, 3), (0, 4), (1, 5)])
 def test_pulls_happen_every_k_iterations_after_the_warmup(warmup, k):
     c = Cluster(SsdSgd, [3, 2], workers=2, warmup=warmup, k=k)
