@@ -24,7 +24,7 @@ from synclab.reproduce.figure import draw
 from synclab.reproduce.points import RUNNERS, Point, expand
 from synclab.reproduce.repeats import HOST_FIELDS, merge_repeats, spread
 from synclab.reproduce.schema import Target
-from synclab.reproduce.verdict import judge, summarize
+from synclab.reproduce.verdict import judge, reads, summarize
 
 PointRunner = Callable[[Target, Path, Point, Path, Callable[[str], None]], dict]
 
@@ -142,14 +142,17 @@ def _repeat_rows(records: list[dict[str, Any]], i: int) -> list[dict[str, Any]]:
 
 def judge_repeats(claims: list[dict[str, Any]], target: Target, records: list[dict[str, Any]]) -> None:
     """Add to each judged claim (on the repeats' means) its value and verdict in every repeat: ``repeats``
-    {values, verdicts, agree}, and say in ``why`` how many repeats give the same verdict."""
+    {values, verdicts, agree}, and say in ``why`` how many repeats give the same verdict. A claim none of whose
+    points was run more than once (``--points N --repeats 2`` repeats only the first N) gets nothing: its one
+    value standing in every repeat would read as repeats that agree."""
     n = max((r.get("repeats", 1) for r in records), default=1)
     if n < 2:
         return
     per = [[_judge(c, _repeat_rows(records, i)) for c in target.claims] for i in range(n)]
     for k, claim in enumerate(claims):
         runs = [p[k] for p in per if p[k]["synclab_value"] is not None]
-        if claim["synclab_value"] is None or not runs:
+        repeated = any(r.get("repeats", 1) > 1 and reads(target.claims[k], r["values"]) for r in records)
+        if claim["synclab_value"] is None or not runs or not repeated:
             continue
         values = [p["synclab_value"] for p in runs]
         agree = sum(p["verdict"] == claim["verdict"] for p in runs)

@@ -20,6 +20,12 @@ def _match(row: dict[str, Any], where: dict[str, Any]) -> bool:
     return all(str(row.get(k)) == str(v) for k, v in where.items())
 
 
+def reads(claim: Claim, row: dict[str, Any]) -> bool:
+    """Whether ``row`` (a point's axis values) is one of the points ``claim`` reads: any of its selectors names it."""
+    sels = (claim.value, claim.num, claim.den, claim.base_num, claim.base_den)
+    return any(s is not None and _match(row, s.where) for s in sels)
+
+
 def read(rows: list[dict[str, Any]], sel: Selector) -> float | None:
     """The metric at the one point ``sel.where`` names (None when that point is not in ``rows``)."""
     hits = [r for r in rows if _match(r, sel.where)]

@@ -75,7 +75,10 @@ def lab(images, docker_unavailable, tmp_path_factory):
     prefix = f"synclab-labtest{os.getpid()}"
     env = {**os.environ, "LAB_PREFIX": prefix, "LOCAL_BASE": "1", "PROFILE": "1gbit", "STRATEGY": "ps",
            "MODEL": "smallcnn", "WORKERS": str(WORKERS), "SHARDS": str(SHARDS), "ITERATIONS": str(ITERATIONS),
-           "SPEC_SET": "run.warmup=2"}
+           # The job lasts a few seconds; its workers and shards keep /metrics up 5 s after it, so Prometheus
+           # (1 s scrapes, DNS discovery refreshed every second) scrapes every node at least once even when a
+           # task's name resolves late (CI, stop 42: worker0 had no sample in the job's window).
+           "SPEC_SET": "run.warmup=2 run.linger_s=5"}
     out = tmp_path_factory.mktemp("swarm-lab")
     label = f"io.synclab.swarm-lab={prefix}"
     try:

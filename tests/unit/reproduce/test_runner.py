@@ -279,6 +279,20 @@ def test_repeats_measured_before_are_kept_and_counted(tmp_path):
                                          "workers=4_name=b"]) and v["repeats"] == 3
 
 
+def test_a_claim_whose_points_ran_once_gets_no_repeats_beside_repeated_ones(tmp_path):
+    t, fake = _emulated_target(tmp_path), DriftingRunner()
+    out = tmp_path / "out"
+    run_target(t, tmp_path, out, quick=False, run_point=fake, console=Console(quiet=True))
+    # The first four points (2 and 4 workers) again; the 8-worker ones stay at one run.
+    run_target(t, tmp_path, out, quick=False, run_point=fake, console=Console(quiet=True), limit=4, repeats=2)
+    v = run_target(t, tmp_path, out, quick=False, run_point=fake, console=Console(quiet=True))
+    assert len(fake.calls) == 6 + 4
+    by_id = {c["id"]: c for c in v["claims"]}
+    assert v["repeats"] == 2 and by_id["b-over-a"]["repeats"]["values"] == pytest.approx([1.6, 2.4])
+    assert by_id["a-at-8"]["synclab_value"] == pytest.approx(8.0)
+    assert "repeats" not in by_id["a-at-8"] and "repeats" not in by_id["a-at-8"]["why"]
+
+
 def test_simulated_points_run_once_whatever_the_repeats(tmp_path):
     t, fake = _target(tmp_path), FakeRunner()
     v = run_target(t, tmp_path, tmp_path / "out", quick=True, run_point=fake, console=Console(quiet=True), repeats=3)
