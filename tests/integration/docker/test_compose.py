@@ -54,7 +54,9 @@ def cluster(images, compose_project):
     """One job of a small shaped cluster, run to completion."""
     timings = Timings(build_images=images)
     c = compose_project("compose", PROFILE=PROFILE, WORKERS=str(WORKERS), SHARDS=str(SHARDS),
-                ITERATIONS=str(ITERATIONS), SPEC_SET="run.warmup=2")
+                ITERATIONS=str(ITERATIONS),
+                # /metrics stays up 5 s after the short job: Prometheus samples every node (as test_swarm*).
+                SPEC_SET="run.warmup=2 run.linger_s=5")
     try:
         with timings.phase("up"):
             c.compose("up", "-d", "coordinator", "worker", "ps", "prometheus", timeout=300)

@@ -70,7 +70,10 @@ def _tasks(c) -> list[dict]:
 @pytest.fixture(scope="module")
 def stack(images, single_node_swarm, compose_project, tmp_path_factory):
     c = compose_project("swarm", PROFILE="1gbit", WORKERS=str(WORKERS), SHARDS=str(SHARDS),
-                        ITERATIONS=str(ITERATIONS), REPEAT="1", SPEC_SET="run.warmup=2")
+                        ITERATIONS=str(ITERATIONS), REPEAT="1",
+                        # Workers and shards keep /metrics up 5 s after the few-second job, so Prometheus (1 s
+                        # scrapes, DNS discovery every second) samples every node even when one resolves late.
+                        SPEC_SET="run.warmup=2 run.linger_s=5")
     config = c.compose("-f", "docker-compose.yml", "-f", "docker-compose.swarm.yml", "config", "--format", "json",
                        *SERVICES).stdout
     converted = subprocess.run([sys.executable, str(STACK_FILE_SCRIPT)], input=config,
