@@ -47,7 +47,15 @@ if ! "$DOCKER" info >/dev/null 2>&1; then
     fi
     if ! pgrep -x dockerd >/dev/null; then
         say "starting dockerd (log: $DOCKERD_LOG)"
-        nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+        # The daemon outlives this script: it gets none of the caller's descriptors above 2 (a lock held by
+        # `flock LOCK scripts/docker/setup.sh` would otherwise stay held by dockerd until it stops).
+        (
+            for fd in /proc/"$BASHPID"/fd/*; do
+                fd="${fd##*/}"
+                if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+            done
+            exec nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null
+        ) &
         disown || true
     fi
     for _ in $(seq "$DOCKERD_WAIT_S"); do
