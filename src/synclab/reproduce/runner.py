@@ -56,11 +56,24 @@ def default_out(root: Path, target: Target, quick: bool) -> Path:
     return root / "runs" / "reproduce" / (target.id + ("-quick" if quick else ""))
 
 
+def portable(override: str) -> str:
+    """An override as it reads in any checkout. A calibrated point replays a profile by its absolute path
+    (``compute.profile=/CHECKOUT/profiles/...``); that is named from its ``profiles`` directory, so a record
+    written in another checkout (a worktree, a fresh clone) still counts as done."""
+    key, _, value = override.partition("=")
+    parts = Path(value).parts
+    if key != "compute.profile" or not Path(value).is_absolute() or "profiles" not in parts:
+        return override
+    i = len(parts) - 1 - parts[::-1].index("profiles")
+    return f"{key}={Path(*parts[i:])}"
+
+
 def _load_record(path: Path, point: Point) -> dict | None:
     if not path.exists():
         return None
     record = json.loads(path.read_text())
-    return record if record.get("overrides") == point.overrides else None
+    same = [portable(o) for o in record.get("overrides", [])] == [portable(o) for o in point.overrides]
+    return record if same else None
 
 
 def repeat_dir(out: Path, point: Point, repeat: int) -> Path:

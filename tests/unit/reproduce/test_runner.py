@@ -11,7 +11,7 @@ import yaml
 from rich.console import Console
 
 from synclab.reproduce.doc import collect, gather, record_dir, render
-from synclab.reproduce.runner import read_points_csv, run_target
+from synclab.reproduce.runner import portable, read_points_csv, run_target
 from synclab.reproduce.schema import load_target
 from synclab.reproduce.verdict import NOT_RUN, PARTLY, REPRODUCED
 
@@ -95,6 +95,27 @@ def test_changed_overrides_rerun_the_point(tmp_path):
     again = FakeRunner()
     run_target(t, tmp_path, out, quick=True, extra=["run.iterations=9"], run_point=again, console=Console(quiet=True))
     assert len(again.calls) == 4
+
+
+def test_a_point_done_in_another_checkout_is_kept(tmp_path):
+    t = _target(tmp_path)
+    out = tmp_path / "out"
+    here = ["compute.profile=/work/main/profiles/gpu-h100/alexnet-b32-cuda.json"]
+    run_target(t, tmp_path, out, quick=True, extra=here, run_point=FakeRunner(), console=Console(quiet=True))
+    # The same profile in a worktree: the points are done; another profile is another point.
+    there, again = ["compute.profile=/tmp/wt/profiles/gpu-h100/alexnet-b32-cuda.json"], FakeRunner()
+    run_target(t, tmp_path, out, quick=True, extra=there, run_point=again, console=Console(quiet=True))
+    assert again.calls == []
+    other = ["compute.profile=/tmp/wt/profiles/gpu-h100/alexnet-b64-cuda.json"]
+    run_target(t, tmp_path, out, quick=True, extra=other, run_point=again, console=Console(quiet=True))
+    assert len(again.calls) == 4
+
+
+def test_overrides_read_the_same_in_every_checkout():
+    assert portable("compute.profile=/a/b/profiles/gpu-h100/x.json") == "compute.profile=profiles/gpu-h100/x.json"
+    assert portable("compute.profile=/a/profiles/b/profiles/x.json") == "compute.profile=profiles/x.json"
+    for o in ("compute.profile=profiles/x.json", "compute.profile=/opt/x.json", "run.iterations=9", "model.name"):
+        assert portable(o) == o
 
 
 def test_failed_point_is_reported_and_others_run(tmp_path):
