@@ -239,7 +239,8 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         "claims": claims, "verdict": summarize(claims) if not failures else "failed",
         "figure_file": png.name, "notes": target.notes,
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "code": sorted({r.get("code", "unknown") for r in records}),
+        # a repeated point's record joins its repeats' codes with ", "
+        "code": sorted({c for r in records for c in str(r.get("code", "unknown")).split(", ")}),
     }
     (out / "verdict.json").write_text(json.dumps(verdict, indent=1, default=str) + "\n")
     return verdict
