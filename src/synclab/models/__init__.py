@@ -52,6 +52,7 @@ _REGISTRY: dict[str, _Entry] = {
     "vgg19": _Entry(vgg.vgg19, vgg.vgg_input),
     "alexnet": _Entry(alexnet.alexnet, alexnet.alexnet_input),
     "googlenet": _Entry(googlenet.googlenet, googlenet.googlenet_input),
+    "googlenet_mgwfbp": _Entry(googlenet.googlenet_mgwfbp, googlenet.googlenet_input),
     "inception_v3": _Entry(inception.inception_v3, inception.inception_input),
     "inception_v4": _Entry(inception_v4.inception_v4, inception_v4.inception_v4_input),
     "densenet161": _Entry(densenet.densenet161, densenet.densenet_input),

@@ -37,7 +37,7 @@ REPORTED = [
 
 # MG-WFBP Table 4 "# Tensors": the merge plan works on exactly these tensors.
 TENSORS = [("resnet50", 161), ("resnet152", 467), ("densenet161", 484), ("densenet201", 604),
-           ("inception_v4", 449)]
+           ("inception_v4", 449), ("googlenet_mgwfbp", 59)]
 
 
 def meta_model(name: str, **options) -> torch.nn.Module:
@@ -63,7 +63,18 @@ def test_tensor_count_matches_mgwfbp_table4(name, tensors):
 
 
 def test_every_zoo_model_has_a_reported_count():
-    assert {r[0] for r in REPORTED} == set(MODEL_NAMES) - {"smallcnn", "mlp"}
+    # googlenet_mgwfbp keeps Table 4's 59 tensors, not its ~13M (test below)
+    assert {r[0] for r in REPORTED} == set(MODEL_NAMES) - {"smallcnn", "mlp", "googlenet_mgwfbp"}
+
+
+def test_googlenet_mgwfbp_is_googlenet_without_batchnorm_and_heads():
+    variant, plain = meta_model("googlenet_mgwfbp"), meta_model("googlenet", aux_logits=False)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in variant.modules())
+    convs = [m for m in variant.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 57 and all(c.bias is None for c in convs)
+    bn = sum(p.numel() for m in plain.modules() if isinstance(m, torch.nn.BatchNorm2d) for p in m.parameters())
+    assert count_params(variant) == count_params(plain) - bn == 6_610_344
+    assert conv_fc_boundary(variant) == 57
 
 
 @pytest.mark.parametrize("name, conv, fc", [
