@@ -296,8 +296,7 @@ PAPER_BATCHES: dict[str, tuple[int, ...]] = {
     "resnet20": (32, 128), "resnet110": (128,), "resnet50": (32, 64), "resnet152": (128, 32),
     "vgg11": (128, 64, 32), "vgg16": (64,), "vgg19": (64, 32), "alexnet": (128, 64, 32),
     "inception_v3": (32,), "googlenet": (64,), "googlenet_mgwfbp": (64,), "densenet161": (64, 32),
-    "densenet201": (64, 32),
-    "inception_v4": (128, 32), "sockeye": (64,), "smallcnn": (32,), "mlp": (32,),
+    "densenet201": (64, 32), "inception_v4": (128, 32), "sockeye": (64,), "smallcnn": (32,), "mlp": (32,),
 }
 PAPER_BATCH = {model: batches[0] for model, batches in PAPER_BATCHES.items()}
 

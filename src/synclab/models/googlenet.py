@@ -5,9 +5,8 @@ its auxiliary classifiers (about 6.6M without). The layout is the one PyTorch
 systems train (every conv followed by BatchNorm, no LRN), including its one
 departure from the paper: the "5x5" branch of each Inception module uses a
 3x3 conv. That gives 13,004,888 parameters; with true 5x5 convs it would be
-13,385,816, 3 % above what MG-WFBP reports. (MG-WFBP's "59 tensors" counts
-something coarser than parameter tensors; this model has 187 with its
-auxiliary heads.)
+13,385,816, 3 % above what MG-WFBP reports. It has 187 parameter tensors with
+its auxiliary heads, against Table 4's 59 (see :func:`googlenet_mgwfbp`).
 
 Auxiliary heads (paper §5) sit after inception 4a and 4d, inside ``features``
 in that forward position (:class:`~synclab.models.layers.AuxTap`). The engine
