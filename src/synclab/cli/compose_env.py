@@ -12,6 +12,10 @@ import os
 import secrets
 from pathlib import Path
 
+import typer
+
+from synclab.cli._common import fail, console
+
 SECRETS = ("SYNCLAB_TOKEN", "GRAFANA_ADMIN_PASSWORD")
 
 
@@ -49,3 +53,14 @@ def write_compose_env(env_path: Path, template: Path, *, force: bool = False) ->
         f.write("\n".join(lines) + "\n")
     os.chmod(env_path, 0o600)
     return made
+
+
+def compose_env(env_file: Path = typer.Option(Path(".env"), "--env-file", help="File docker compose reads."),
+                template: Path = typer.Option(Path(".env.example"), "--template", help="Non-secret settings."),
+                force: bool = typer.Option(False, "--force", help="Replace existing secrets.")):
+    """Write .env for `docker compose`: .env.example plus a random SYNCLAB_TOKEN and Grafana admin password."""
+    try:
+        made = write_compose_env(env_file, template, force=force)
+    except FileNotFoundError as e:
+        fail(str(e))
+    console.print(f"{env_file}: generated {', '.join(made)}" if made else f"{env_file}: secrets already set")
