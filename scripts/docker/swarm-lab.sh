@@ -116,11 +116,12 @@ start_hosts() {
         fi
         "$DOCKER" rm -f "$name" >/dev/null 2>&1 || true
         # dockerd makes namespaces, cgroups, bridges, iptables rules and VXLAN devices.
-        # ./experiments at the same path as on this machine: the coordinator bind-mounts it.
+        # ./examples at the same path as on this machine: the coordinator bind-mounts it (the checkout's
+        # examples links to src/synclab/examples, so the real directory is mounted at the link's path).
         host_run_options
         "$DOCKER" run -d "${HOST_OPTS[@]}" --init --name "$name" --hostname "$name" --network "$NET" \
             --label "$LABEL" --mount "type=volume,src=$name-docker,dst=/var/lib/docker,volume-label=$LABEL" \
-            -v "$REPO/experiments:$REPO/experiments:ro" \
+            -v "$REPO/src/synclab/examples:$REPO/examples:ro" \
             "$HOST_IMAGE" --log-level=warn >/dev/null
     done
     for n in $(seq "$HOSTS"); do

@@ -16,6 +16,7 @@ from synclab.cli import cleanup as _cleanup
 from synclab.cli import compose_env as _compose_env
 from synclab.cli import coordinator as _coordinator
 from synclab.cli import dashboards as _dashboards
+from synclab.cli import examples as _examples
 from synclab.cli import load as _load
 from synclab.cli import netbench as _netbench
 from synclab.cli import plan as _plan
@@ -57,6 +58,7 @@ plan_app.command("stanza")(_plan_stanza.plan_stanza)
 
 app.command("simulate")(_simulate.simulate)
 app.command("reproduce")(_reproduce.reproduce)
+app.command("examples")(_examples.examples)
 
 tls_app = typer.Typer(no_args_is_help=True, help="Mutual TLS for a cluster's gRPC connections (multi-host runs).")
 app.add_typer(tls_app, name="tls")

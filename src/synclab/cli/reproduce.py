@@ -1,4 +1,8 @@
-"""``synclab reproduce``: list, run and document the paper-reproduction targets (experiments/reproduce/)."""
+"""``synclab reproduce``: list, run and document the paper-reproduction targets.
+
+The targets ship in the package (``synclab/reproduce/targets/``); ``--targets DIR`` adds a user's own
+(first, so one of the same id shadows the stock one). Runs go to ``runs/reproduce/`` of the checkout the
+working directory is in, else of the working directory itself."""
 
 from __future__ import annotations
 
@@ -11,16 +15,12 @@ from rich.console import Console
 console = Console(stderr=True)
 
 
-def _root() -> Path:
-    """The repository root: the nearest parent of the working directory with experiments/reproduce."""
+def _checkout() -> Path | None:
+    """The checkout the working directory is in (the nearest directory with pyproject.toml and docs/), if any."""
     for d in [Path.cwd(), *Path.cwd().parents]:
-        if (d / "experiments" / "reproduce").is_dir():
+        if (d / "pyproject.toml").is_file() and (d / "docs").is_dir():
             return d
-    here = Path(__file__).resolve().parents[3]
-    if (here / "experiments" / "reproduce").is_dir():
-        return here
-    console.print("[bold red]error:[/] no experiments/reproduce/ here or above; run from the repository")
-    raise typer.Exit(2)
+    return None
 
 
 def _fail(message: str) -> None:
@@ -51,19 +51,25 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
                                        "its record in docs/reproduction/ replaces that record first."),
               all_: bool = typer.Option(False, "--all", help="Run every target's form (--quick for the quick "
                                         "ones), cheapest first, each resuming its points, then write the doc "
-                                        "as --doc does.")):
+                                        "as --doc does."),
+              own_targets: list[Path] = typer.Option([], "--targets", help="A directory of your own target "
+                                                     "files, read before the packaged ones (repeatable)."),
+              only_own: bool = typer.Option(False, "--only-own", help="Read only the --targets directories, not "
+                                            "the packaged targets.")):
     """Reproduce a paper figure: run its sweep, draw it beside the paper's numbers, judge each claim."""
-    from synclab.reproduce.schema import TargetError, load_target, load_targets, target_dir
+    from synclab.reproduce.schema import TargetError, load_target, target_dirs, target_files
 
-    root = _root()
+    checkout = _checkout()
+    root = checkout or Path.cwd()
     try:
-        targets = load_targets(root)
+        files = target_files(list(own_targets) if only_own else target_dirs(own_targets))
+        targets = [load_target(p) for p in files.values()]
     except TargetError as e:
         _fail(str(e))
     if list_:
         from rich.table import Table
 
-        t = Table(title="reproduction targets (experiments/reproduce/)")
+        t = Table(title="reproduction targets")
         for col in ("target", "paper", "figure", "compares", "engine", "quick", "full"):
             t.add_column(col)
         for x in targets:
@@ -78,27 +84,32 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
             console.rule(f"{x.id} ({'quick' if quick else 'full'} form)")
             if _run_one(x, root, None, quick, set_, points, max_dilation, repeats)["failures"]:
                 failed.append(x.id)
-        _write_doc(root, targets)
+        if checkout is not None:
+            _write_doc(checkout, targets)
+        else:
+            console.print("not in a checkout: docs/REPRODUCTION.md is not written (the runs are in runs/reproduce/)")
         if failed:
             _fail(f"points failed in: {', '.join(failed)}")
         return
     if doc:
-        _write_doc(root, targets)
+        _write_doc(checkout, targets)
         return
     if target is None:
         _fail("name a TARGET, or use --list / --doc / --all")
-    path = target_dir(root) / f"{target}.yaml"
-    if not path.exists():
+    if target not in files:
         _fail(f"no target {target!r}; have: {', '.join(x.id for x in targets)}")
-    if _run_one(load_target(path), root, out, quick, set_, points, max_dilation, repeats)["failures"]:
+    if _run_one(load_target(files[target]), root, out, quick, set_, points, max_dilation, repeats)["failures"]:
         raise typer.Exit(1)
 
 
-def _write_doc(root: Path, targets: list) -> None:
+def _write_doc(root: Path | None, targets: list) -> None:
     """docs/REPRODUCTION.md from each target's best run or checked-in record (``doc.gather``)."""
     from synclab.reproduce.doc import collect, gather, render
     from synclab.reproduce.runner import default_out
 
+    if root is None:
+        _fail("the reproduction document belongs to a checkout: run --doc inside one (no pyproject.toml and "
+              "docs/ here or above)")
     path = root / "docs" / "REPRODUCTION.md"
     dirs = [gather(x.id, {"full": default_out(root, x, False), "quick": default_out(root, x, True)}, path)
             for x in targets]

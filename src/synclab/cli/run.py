@@ -13,7 +13,7 @@ from synclab.cli._common import fail, console
 from synclab.cli.report import show_report
 
 
-def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML)."),
+def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML), or a packaged example by name (see synclab examples)."),
         out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<time>-<strategy>)."),
         set_: list[str] = typer.Option([], "--set", help="Override a spec key: dotted.key=value (repeatable)."),
         report: bool = typer.Option(True, help="Write plots and print the summary table at the end.")):

@@ -34,8 +34,11 @@ lets fields be absent, ``require=`` names the fields a caller cannot do
 without, and every field present is checked either way.
 
 Where checked-in profiles are found (first hit wins): ``$SYNCLAB_MODEL_PROFILES_DIR``
-(``os.pathsep``-separated), then the repository's ``profiles/`` when running
-from a checkout. File names are ``<model>-b<batch>-<device>.json``.
+(``os.pathsep``-separated: a user's own), then the ones shipped in the package
+(``synclab/profiles``, :mod:`synclab.resources`; a checkout's ``profiles/`` links
+there). File names are ``<model>-b<batch>-<device>.json``. A relative path
+(``compute.profile=profiles/alexnet-b128-cpu.json``) is read from the working
+directory, else from the package (:func:`synclab.resources.locate`).
 """
 
 from __future__ import annotations
@@ -51,9 +54,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, model_validator
 from pydantic.fields import FieldInfo
 
+from synclab.resources import locate, model_profiles_dir
+
 KINDS = ("conv", "fc", "norm", "embedding", "rnn", "other")
 PROFILES_ENV = "SYNCLAB_MODEL_PROFILES_DIR"
-REPO_PROFILES = Path(__file__).resolve().parents[3] / "profiles"
+# The stock profiles: package data (the checkout's profiles/ is a link to this directory).
+REPO_PROFILES = model_profiles_dir()
 # sums may differ from the top-level totals by rounding in the JSON (6 significant digits)
 SUM_TOLERANCE = 1e-4
 
@@ -202,7 +208,7 @@ def load_model_profile(path: Path | str, *, partial: bool = False,
     :class:`ModelProfileError` names the file: unreadable, not JSON, or the field at fault.
     """
     try:
-        text = Path(path).read_text()
+        text = locate(path).read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise ModelProfileError(f"cannot read profile {str(path)!r}: {getattr(e, 'strerror', None) or e}") from None
     try:

@@ -36,10 +36,10 @@ alike; where they differ it is through its explicit arguments:
   rule without either argument.
 
 Where profiles are found (first hit wins): the ``search_dirs`` argument; the
-directories in ``$SYNCLAB_PROFILES_DIR`` (``os.pathsep``-separated); the
-repository's ``netem/profiles`` when running from a checkout; the copy shipped in
-the package (``synclab/netem/profiles``), kept identical to the repository's by a
-unit test, so an installed wheel finds the stock profiles too.
+directories in ``$SYNCLAB_PROFILES`` then ``$SYNCLAB_PROFILES_DIR`` (each
+``os.pathsep``-separated: a user's own profiles); the stock profiles shipped in the
+package (``synclab/netem/profiles``, read through :mod:`synclab.resources`; a
+checkout's ``netem/profiles`` links to that one copy), so an installed wheel has them.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,9 +55,11 @@ import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from synclab.config.units import parse_duration_s, parse_percent, parse_rate_bps, parse_size_bytes
+from synclab.resources import link_profiles_dir
 
 KNOWN_ROLES = ("coordinator", "worker", "ps")
-PROFILES_ENV = "SYNCLAB_PROFILES_DIR"
+PROFILES_ENV = "SYNCLAB_PROFILES"
+PROFILES_ENV_OLD = "SYNCLAB_PROFILES_DIR"  # the earlier name, still read after PROFILES_ENV
 
 BURST_S = 0.004  # 4 ms of the rate
 KERNEL_BURST_S = 0.008  # tbf and htb above KERNEL_BIG_RATE_BPS
@@ -416,21 +417,16 @@ def _describe(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def repo_profiles_dir() -> Path:
-    """``netem/profiles`` of the checkout this package runs from (may not exist when installed)."""
-    return Path(__file__).resolve().parents[3] / "netem" / "profiles"
-
-
 def package_profiles_dir() -> Path:
-    """The copy of the stock profiles shipped inside the package."""
-    return Path(str(resources.files("synclab.netem") / "profiles"))
+    """The stock profiles shipped inside the package (the one copy; ``netem/profiles`` links to it)."""
+    return link_profiles_dir()
 
 
 def default_search_dirs(env: dict[str, str] | None = None) -> list[Path]:
-    """``$SYNCLAB_PROFILES_DIR`` entries, then the checkout's ``netem/profiles``, then the packaged copy."""
+    """``$SYNCLAB_PROFILES`` entries, then ``$SYNCLAB_PROFILES_DIR`` ones, then the packaged stock profiles."""
     env = os.environ if env is None else env
-    dirs = [Path(p) for p in env.get(PROFILES_ENV, "").split(os.pathsep) if p]
-    return dirs + [repo_profiles_dir(), package_profiles_dir()]
+    dirs = [Path(p) for var in (PROFILES_ENV, PROFILES_ENV_OLD) for p in env.get(var, "").split(os.pathsep) if p]
+    return dirs + [package_profiles_dir()]
 
 
 def _profile_files(search_dirs: Iterable[Path]) -> dict[str, Path]:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from synclab.reproduce.calibration import Scale, dilation_for
+from synclab.reproduce.calibration import CALIBRATION, Scale, dilation_for
 from synclab.reproduce.schema import Scalar, Target, is_label
+from synclab.resources import locate
 
 
 @dataclass
@@ -44,7 +45,7 @@ def _nodes(target: Target, root: Path, overrides: list[str]) -> tuple[int, float
     """(nodes that own a link, link rate in bit/s) of the spec with ``overrides``."""
     from synclab.config import load_spec, parse_override
 
-    return links_of(load_spec(root / target.spec, [parse_override(o) for o in overrides]))
+    return links_of(load_spec(locate(target.spec, root), [parse_override(o) for o in overrides]))
 
 
 def links_of(spec) -> tuple[int, float | None]:
@@ -61,8 +62,8 @@ def point_scale(target: Target, root: Path, overrides: list[str]) -> Scale:
     from synclab.config import load_spec, parse_override
     from synclab.reproduce.calibration import compute_scale, load_calibration
 
-    spec = load_spec(root / target.spec, [parse_override(o) for o in overrides])
-    table = load_calibration(root / "profiles" / "calibration.yaml")
+    spec = load_spec(locate(target.spec, root), [parse_override(o) for o in overrides])
+    table = load_calibration(locate(CALIBRATION, root))
     return compute_scale(table.find(spec.model.name, target.calibration_gpu, spec.model.batch_size))
 
 
@@ -140,7 +141,8 @@ def _read_json(path: Path) -> dict | None:
 
 def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: Callable[[str], None]) -> dict:
     """``synclab run`` in a child process (it inherits this environment, PYTHONPATH included)."""
-    cmd = [sys.executable, "-m", "synclab", "run", str(root / target.spec), "--out", str(run_dir), "--no-report"]
+    spec = locate(target.spec, root)
+    cmd = [sys.executable, "-m", "synclab", "run", str(spec), "--out", str(run_dir), "--no-report"]
     for o in point.overrides:
         cmd += ["--set", o]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=dict(os.environ))
@@ -189,11 +191,11 @@ def _stanza_metrics(target: Target, root: Path, point: Point, run_dir: Path, sum
     from synclab.report.records import ITERATIONS_FILE, read_iterations
     from synclab.reproduce.stanza_data import data_metrics, model_metrics
 
-    spec = load_spec(root / target.spec, [parse_override(o) for o in point.overrides])
+    spec = load_spec(locate(target.spec, root), [parse_override(o) for o in point.overrides])
     name = spec.compute.profile
     if not isinstance(name, str):
         raise ValueError("compute.profile must name the replayed profile file (its boundary gives P_c, P_f, A)")
-    profile = load_model_profile(name if Path(name).is_absolute() else root / name)
+    profile = load_model_profile(locate(name, root))
     if profile.boundary is None:
         raise ValueError(f"{name} has no 'boundary' (CONV/FC split)")
     rows = read_iterations(run_dir / ITERATIONS_FILE)
@@ -205,7 +207,7 @@ def run_simulated(target: Target, root: Path, point: Point, run_dir: Path, log: 
     from synclab.sim.records import write_run
     from synclab.sim.run import DEFAULT_STARTUP_S, load_for_simulation, simulate
 
-    spec, workers = load_for_simulation(root / target.spec, point.overrides)
+    spec, workers = load_for_simulation(locate(target.spec, root), point.overrides)
     startup = DEFAULT_STARTUP_S if target.startup_s is None else target.startup_s
     summary = write_run(simulate(spec, startup_s=startup, workers=workers, record_events=False), run_dir)
     return {"metrics": metrics_of(summary, summary.get("merge_plan"), 1.0), "extra": {}}
@@ -218,7 +220,7 @@ def run_modelled(target: Target, root: Path, point: Point, run_dir: Path, log: C
     from synclab.reproduce.perfmodel import boundary_profile, evaluate, parse_inputs
 
     inputs = parse_inputs(point.overrides)
-    entry = load_calibration(root / "profiles" / "calibration.yaml").find(
+    entry = load_calibration(locate(CALIBRATION, root)).find(
         inputs.model, target.calibration_gpu, inputs.batch_size)
     path, boundary = boundary_profile(inputs.model, inputs.batch_size)
     metrics = evaluate(inputs, entry.seconds, boundary)

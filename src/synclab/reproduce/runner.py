@@ -19,12 +19,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from synclab.reproduce.calibration import Scale, compute_scale, load_calibration
+from synclab.reproduce.calibration import CALIBRATION, Scale, compute_scale, load_calibration
 from synclab.reproduce.figure import draw
 from synclab.reproduce.points import RUNNERS, Point, expand
 from synclab.reproduce.repeats import HOST_FIELDS, merge_repeats, spread
 from synclab.reproduce.schema import Target
 from synclab.reproduce.verdict import judge, reads, summarize
+from synclab.resources import locate
 
 PointRunner = Callable[[Target, Path, Point, Path, Callable[[str], None]], dict]
 
@@ -33,7 +34,7 @@ def calibrate(target: Target, root: Path) -> Scale | None:
     if target.calibration is None:
         return None
     c = target.calibration
-    table = load_calibration(root / "profiles" / "calibration.yaml")
+    table = load_calibration(locate(CALIBRATION, root))
     return compute_scale(table.find(c.model, c.gpu, c.batch_size))
 
 

@@ -1,4 +1,4 @@
-"""The reproduction-target file (``experiments/reproduce/<id>.yaml``): a paper figure as data.
+"""The reproduction-target file (``<id>.yaml``, shipped in ``synclab/reproduce/targets/``): a paper figure as data.
 
 A target names the paper, figure and setting, the base spec and the overrides every point shares,
 the calibration it replays compute at, the sweep (full and quick forms), the numbers the paper
@@ -8,11 +8,14 @@ an unknown or malformed key is a :class:`TargetError` naming the file and the do
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from synclab.resources import targets_dir
 
 Scalar = str | int | float | bool
 
@@ -286,10 +289,24 @@ def load_target(path: Path | str) -> Target:
     return target
 
 
-def target_dir(root: Path) -> Path:
-    return root / "experiments" / "reproduce"
+def target_dirs(own: Sequence[Path] = ()) -> list[Path]:
+    """Where targets are read: a user's own directories (``synclab reproduce --targets DIR``), then the
+    targets shipped in the package (:func:`synclab.resources.targets_dir`)."""
+    return [*map(Path, own), targets_dir()]
 
 
-def load_targets(root: Path) -> list[Target]:
-    """Every target under ``experiments/reproduce/``, sorted by id."""
-    return [load_target(p) for p in sorted(target_dir(root).glob("*.yaml"))]
+def target_files(dirs: Sequence[Path] | None = None) -> dict[str, Path]:
+    """Target id -> file; an earlier directory's file shadows a later one of the same id.
+    :class:`TargetError` for a directory named that does not exist."""
+    found: dict[str, Path] = {}
+    for d in target_dirs() if dirs is None else dirs:
+        if not Path(d).is_dir():
+            raise TargetError(f"{d}: no such directory of targets")
+        for p in sorted(Path(d).glob("*.yaml")):
+            found.setdefault(p.stem, p)
+    return dict(sorted(found.items()))
+
+
+def load_targets(dirs: Sequence[Path] | None = None) -> list[Target]:
+    """Every target found in ``dirs`` (default: the packaged ones), sorted by id."""
+    return [load_target(p) for p in target_files(dirs).values()]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from synclab.compute.resolve import resolve_compute
 from synclab.config import Override, Spec, load_spec
+from synclab.resources import spec_path
 from synclab.roles.network import NetworkPlan, apply_to_spec, resolve_network
 
 
@@ -22,10 +23,11 @@ class Job:
 
 def resolve_job(path: str | Path, overrides: Iterable[Override] = (), *,
                 kernel_available: frozenset[str] | None = None, netns_unavailable: str | None | bool = False) -> Job:
-    """:class:`~synclab.config.SpecError` names what is wrong. ``kernel_available`` and
+    """:class:`~synclab.config.SpecError` names what is wrong. ``path`` is a spec file or the name of
+    a packaged example (``quickstart``: :func:`synclab.resources.spec_path`). ``kernel_available`` and
     ``netns_unavailable`` go to :func:`~synclab.roles.network.resolve_network` (by default it
     probes this machine)."""
-    spec = load_spec(path, overrides)
+    spec = load_spec(spec_path(path), overrides)
     plan = resolve_network(spec, kernel_available=kernel_available, netns_unavailable=netns_unavailable)
     spec, compute_notes = resolve_compute(apply_to_spec(spec, plan))
     return Job(spec, plan, plan.notes + compute_notes)

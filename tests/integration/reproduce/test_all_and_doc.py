@@ -1,6 +1,7 @@
-"""``synclab reproduce --all`` runs every target of a repository and writes the doc; the doc's records are
-checked in, so ``--doc`` on a clone without ``runs/`` writes the same doc. Two cheap real targets (the
-simulator and Stanza's model) in a copy of the repository's experiments and profiles, run from the CLI."""
+"""``synclab reproduce --all`` runs every target and writes the doc; the doc's records are checked in, so
+``--doc`` on a clone without ``runs/`` writes the same doc. Two cheap real targets (the simulator and
+Stanza's model), copied into a directory of one's own targets (``--targets DIR --only-own``) in a
+directory that stands for a checkout (pyproject.toml, docs/), run from the CLI."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import subprocess
 import sys
 
 from support.cluster import REPO
+
+from synclab.resources import targets_dir
 
 KEEP = ("mgwfbp-fig6-8-sim", "stanza-fig8")
 
@@ -19,13 +22,13 @@ def _synclab(root, *args):
 
 
 def test_all_then_doc_on_a_clone_without_runs(tmp_path):
-    for d in ("experiments", "profiles", "examples"):
-        shutil.copytree(REPO / d, tmp_path / d)
-    for f in (tmp_path / "experiments" / "reproduce").glob("*.yaml"):
-        if f.stem not in KEEP:
-            f.unlink()
+    own = tmp_path / "targets"
+    own.mkdir()
+    for t in KEEP:
+        shutil.copy(targets_dir() / f"{t}.yaml", own)
+    (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "docs").mkdir()
-    r = _synclab(tmp_path, "--all", "--quick", "--points", "2")
+    r = _synclab(tmp_path, "--all", "--quick", "--points", "2", "--targets", str(own), "--only-own")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = (tmp_path / "docs" / "REPRODUCTION.md").read_text()
     for t in KEEP:
@@ -36,7 +39,7 @@ def test_all_then_doc_on_a_clone_without_runs(tmp_path):
 
     shutil.rmtree(tmp_path / "runs")
     (tmp_path / "docs" / "REPRODUCTION.md").unlink()
-    r = _synclab(tmp_path, "--doc")
+    r = _synclab(tmp_path, "--doc", "--targets", str(own), "--only-own")
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "docs" / "REPRODUCTION.md").read_text() == doc
 

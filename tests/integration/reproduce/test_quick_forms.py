@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.cluster import REPO, synclab
 
 from synclab.reproduce.schema import load_targets
-from support.cluster import REPO, synclab
 
 pytestmark = pytest.mark.slow
 
 SMOKE = ["--set", "run.iterations=2", "--set", "run.warmup=1", "--max-dilation", "8"]
 
 
-@pytest.mark.parametrize(("target", "emulated"), [(t.id, t.engine == "emulate" or t.mixed) for t in load_targets(REPO)])
+@pytest.mark.parametrize(("target", "emulated"), [(t.id, t.engine == "emulate" or t.mixed) for t in load_targets()])
 def test_quick_form_writes_its_files(target, emulated, tmp_path):
     out = tmp_path / target
     smoke = SMOKE if emulated else []  # a simulated or model point takes seconds as it is

@@ -1,4 +1,3 @@
-import filecmp
 import math
 from pathlib import Path
 
@@ -8,9 +7,9 @@ from hypothesis import strategies as st
 
 from synclab.netem.profile import (
     KNOWN_ROLES,
+    Bucket,
     LinkProfile,
     ProfileError,
-    Bucket,
     bucket_for,
     default_search_dirs,
     format_rate,
@@ -20,7 +19,6 @@ from synclab.netem.profile import (
     package_profiles_dir,
     parse_rate,
     profile_from_mapping,
-    repo_profiles_dir,
     resolve_for_role,
 )
 
@@ -45,16 +43,11 @@ def test_stock_impairments():
     assert load_profile("4gbit").direction == "both"
 
 
-def test_packaged_copy_is_identical_to_repository_profiles():
-    repo, pkg = repo_profiles_dir(), package_profiles_dir()
-    if not repo.is_dir():
+def test_checkout_netem_profiles_is_the_packaged_copy():
+    repo = Path(__file__).resolve().parents[3] / "netem" / "profiles"
+    if not repo.exists():
         pytest.skip("not running from a checkout")
-    repo_files = sorted(p.name for p in repo.glob("*.yaml"))
-    assert repo_files == sorted(p.name for p in pkg.glob("*.yaml")), \
-        "src/synclab/netem/profiles must hold a copy of every netem/profiles/*.yaml"
-    match, mismatch, errors = filecmp.cmpfiles(repo, pkg, repo_files, shallow=False)
-    assert not mismatch and not errors, f"copies differ: {mismatch + errors} (cp netem/profiles/*.yaml " \
-                                        f"src/synclab/netem/profiles/)"
+    assert repo.resolve() == package_profiles_dir().resolve(), "netem/profiles must link to src/synclab/netem/profiles"
 
 
 def test_packaged_profiles_load_without_the_repository():
@@ -182,7 +175,7 @@ def test_load_by_path_and_search_order(tmp_path, monkeypatch):
     own.mkdir()
     (own / "4gbit.yaml").write_text("rate: 3gbit\ndescription: shadowing the stock one\n")
     (own / "slow-ps.yaml").write_text("rate: 10gbit\nroles:\n  ps: {rate: 2gbit}\n")
-    assert load_profile("4gbit", [own, repo_profiles_dir()]).rate_bps == 3 * 10**9
+    assert load_profile("4gbit", [own, package_profiles_dir()]).rate_bps == 3 * 10**9
     assert load_profile(own / "slow-ps.yaml").roles["ps"].rate_bps == 2 * 10**9
     assert load_profile(str(own / "slow-ps.yaml")).name == "slow-ps"
     names = [p.name for p in list_profiles([own])]
@@ -191,7 +184,10 @@ def test_load_by_path_and_search_order(tmp_path, monkeypatch):
     assert default_search_dirs()[0] == own
     assert load_profile("slow-ps").rate_bps == 10**10
     assert load_profile("4gbit").rate_bps == 3 * 10**9  # the env dir comes first
-    assert default_search_dirs(env={})[-2:] == [repo_profiles_dir(), package_profiles_dir()]
+    assert default_search_dirs(env={}) == [package_profiles_dir()]
+    two = tmp_path / "two"
+    assert default_search_dirs(env={"SYNCLAB_PROFILES": str(two), "SYNCLAB_PROFILES_DIR": str(own)}) == \
+        [two, own, package_profiles_dir()]
 
 
 def test_unknown_and_broken_profiles(tmp_path):
@@ -214,9 +210,7 @@ def test_unknown_and_broken_profiles(tmp_path):
 
 
 def test_profiles_directory_has_no_stray_files():
-    repo = repo_profiles_dir()
-    if not repo.is_dir():
-        pytest.skip("not running from a checkout")
+    repo = package_profiles_dir()
     extras = {p.name for p in repo.iterdir()} - {p.name for p in repo.glob("*.yaml")} - {"README.md"}
     assert not extras
     assert Path(package_profiles_dir()).is_dir()

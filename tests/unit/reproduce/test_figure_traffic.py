@@ -10,12 +10,13 @@ import yaml
 
 from synclab.reproduce.figure import draw
 from synclab.reproduce.schema import TargetError, load_target
+from synclab.resources import targets_dir
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _data() -> dict:
-    return yaml.safe_load((ROOT / "experiments" / "reproduce" / "p3-fig8-9.yaml").read_text())
+    return yaml.safe_load((targets_dir() / "p3-fig8-9.yaml").read_text())
 
 
 def _write(tmp_path: Path, data: dict) -> Path:
@@ -35,7 +36,7 @@ def _record(name: str, idle: float, trace: bool) -> dict:
 
 
 def test_traffic_layout_draws_bars_and_traces(tmp_path):
-    t = load_target(ROOT / "experiments" / "reproduce" / "p3-fig8-9.yaml")
+    t = load_target(targets_dir() / "p3-fig8-9.yaml")
     assert t.figure_spec.layout == "traffic" and "overlap_share" in t.figure_spec.bars
     png = draw(t, [_record("ps", 0.3, True), _record("p3", 0.1, True)], tmp_path / "a.png", quick=True)
     bars_only = draw(t, [_record("ps", 0.3, False)], tmp_path / "b.png", quick=True)

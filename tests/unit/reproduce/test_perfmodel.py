@@ -12,6 +12,7 @@ from synclab.compute.profile import Boundary
 from synclab.plans.stanza import PsProfile, ps_throughput
 from synclab.reproduce.perfmodel import evaluate, parse_inputs
 from synclab.reproduce.schema import TargetError, load_target
+from synclab.resources import targets_dir
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE = ["model.name=alexnet", "model.batch_size=128", "network.rate=40gbit", "nodes=80", "strategy.name=ps"]
@@ -67,7 +68,7 @@ def test_compute_time_must_be_positive():
 
 
 def _fig8() -> dict:
-    return yaml.safe_load((ROOT / "experiments" / "reproduce" / "stanza-fig8.yaml").read_text())
+    return yaml.safe_load((targets_dir() / "stanza-fig8.yaml").read_text())
 
 
 def test_engine_model_needs_calibration_gpu(tmp_path):
@@ -92,7 +93,7 @@ def test_calibration_gpu_and_calibration_exclude_each_other(tmp_path):
 def test_fig8_point_runs_from_calibration_and_profile(tmp_path):
     from synclab.reproduce.points import expand, run_modelled
 
-    target = load_target(ROOT / "experiments" / "reproduce" / "stanza-fig8.yaml")
+    target = load_target(targets_dir() / "stanza-fig8.yaml")
     point = expand(target, ROOT, True, None)[0]
     out = run_modelled(target, ROOT, point, tmp_path, print)
     assert out["extra"]["calibration"]["seconds"] == pytest.approx(1.99 - 1.56)  # Stanza Table 1, AlexNet
@@ -105,7 +106,7 @@ def test_figure_series_of_two_axis_keys_draws_one_line_per_combination():
 
     from synclab.reproduce.figure import _lines
 
-    target = load_target(ROOT / "experiments" / "reproduce" / "stanza-fig8.yaml")
+    target = load_target(targets_dir() / "stanza-fig8.yaml")
     records = [{"values": {"nodes": n, "strategy.name": s, "network.rate": r}, "metrics": {"throughput": n * 10.0}}
                for n in (40, 80) for s in ("ps", "stanza") for r in ("25gbit", "100gbit")]
     ax = Figure().subplots()

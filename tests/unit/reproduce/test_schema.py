@@ -9,12 +9,13 @@ import yaml
 
 from synclab.reproduce.calibration import compute_scale, dilation_for, load_calibration
 from synclab.reproduce.schema import TargetError, load_target, load_targets
+from synclab.resources import packaged, targets_dir
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _good() -> dict:
-    return yaml.safe_load((ROOT / "experiments" / "reproduce" / "mgwfbp-fig10.yaml").read_text())
+    return yaml.safe_load((targets_dir() / "mgwfbp-fig10.yaml").read_text())
 
 
 def _write(tmp_path: Path, data: dict, name: str = "mgwfbp-fig10") -> Path:
@@ -24,7 +25,7 @@ def _write(tmp_path: Path, data: dict, name: str = "mgwfbp-fig10") -> Path:
 
 
 def test_checked_in_targets_validate():
-    ids = [t.id for t in load_targets(ROOT)]
+    ids = [t.id for t in load_targets()]
     assert {"mgwfbp-fig4", "mgwfbp-fig10", "p3-fig7-resnet50"} <= set(ids)
 
 
@@ -63,7 +64,7 @@ def test_not_a_mapping(tmp_path):
 
 
 def test_calibration_scale_is_target_over_profile():
-    table = load_calibration(ROOT / "profiles" / "calibration.yaml")
+    table = load_calibration(packaged("profiles/calibration.yaml"))
     s = compute_scale(table.find("resnet50", "v100", 32))
     assert s.scale == pytest.approx(0.140 / s.profile_seconds)
     assert 0.008 < s.scale < 0.011  # reproduction-targets.md §1: ~0.0095 against the 14.69 s CPU profile
@@ -91,7 +92,7 @@ def test_calibration_without_profile_at_its_batch_scales_replays_fallback():
     from synclab.compute.profile import find_default_profile, load_model_profile
     from synclab.reproduce.calibration import CalibrationEntry
 
-    table = load_calibration(ROOT / "profiles" / "calibration.yaml")
+    table = load_calibration(packaged("profiles/calibration.yaml"))
     s = compute_scale(table.find("resnet152", "v100", 128))
     path, _ = find_default_profile("resnet152", 128)
     assert s.profile == path.name == "resnet152-b32-cpu.json"
@@ -110,9 +111,9 @@ def test_a_row_that_names_its_profile_is_replayed_from_it():
     from synclab.reproduce.calibration import CalibrationEntry
     from synclab.reproduce.points import expand
 
-    table = load_calibration(ROOT / "profiles" / "calibration.yaml")
+    table = load_calibration(packaged("profiles/calibration.yaml"))
     s = compute_scale(table.find("alexnet", "v100", 32))
-    assert s.profile_path == ROOT / "profiles" / "gpu-h100" / "alexnet-b32-cuda.json"
+    assert s.profile_path == packaged("profiles/gpu-h100/alexnet-b32-cuda.json")
     assert s.scale * load_model_profile(s.profile_path).iteration_seconds == pytest.approx(0.0183)
     assert compute_scale(table.find("resnet50", "v100", 32)).profile_path is None
     row = dict(model="alexnet", gpu="v100", batch_size=32, seconds=1.0, kind="derived", source="test")
@@ -120,7 +121,7 @@ def test_a_row_that_names_its_profile_is_replayed_from_it():
         compute_scale(CalibrationEntry(**row, profile="profiles/gpu-h100/nosuch.json"))
     with pytest.raises(KeyError, match="a profile of vgg11 at batch 32"):
         compute_scale(CalibrationEntry(**row, profile="profiles/gpu-h100/vgg11-b32-cuda.json"))
-    points = expand(load_target(ROOT / "experiments" / "reproduce" / "ssdsgd-fig7.yaml"), ROOT, False, None)
+    points = expand(load_target(targets_dir() / "ssdsgd-fig7.yaml"), ROOT, False, None)
     by = {(p.values["model.name"], p.values["model.batch_size"]): p.overrides for p in points}
-    assert f"compute.profile={ROOT / 'profiles' / 'gpu-h100' / 'vgg11-b64-cuda.json'}" in by[("vgg11", 64)]
+    assert f"compute.profile={packaged('profiles/gpu-h100/vgg11-b64-cuda.json')}" in by[("vgg11", 64)]
     assert not any(o.startswith("compute.profile=") for o in by[("resnet50", 32)])

@@ -11,6 +11,7 @@ import yaml
 
 from synclab.reproduce.schema import TargetError, load_target
 from synclab.reproduce.stanza_data import IMAGENET12_TRAIN_IMAGES, data_metrics, model_metrics
+from synclab.resources import targets_dir
 
 ROOT = Path(__file__).resolve().parents[3]
 # AlexNet's counts (Stanza Table 2 / §3.2, the zoo's), CPU seconds of the checked-in b128 profile's split
@@ -124,7 +125,7 @@ def test_model_needs_a_shaped_replayed_run():
 def test_fig6_7_points_take_each_models_own_calibration():
     from synclab.reproduce.points import expand
 
-    target = load_target(ROOT / "experiments" / "reproduce" / "stanza-fig6-7.yaml")
+    target = load_target(targets_dir() / "stanza-fig6-7.yaml")
     points = expand(target, ROOT, False, None)
     scales = {p.values["model.name"]: [o for o in p.overrides if o.startswith("compute.scale=")] for p in points}
     assert scales["alexnet"] == ["compute.scale=0.0701534"]  # 0.43 s / 6.129 s CPU (Table 1 difference)
@@ -136,7 +137,7 @@ def test_fig6_7_points_take_each_models_own_calibration():
 
 
 def test_calibration_and_calibration_gpu_exclude_each_other(tmp_path):
-    data = yaml.safe_load((ROOT / "experiments" / "reproduce" / "stanza-fig6-7.yaml").read_text())
+    data = yaml.safe_load((targets_dir() / "stanza-fig6-7.yaml").read_text())
     data["calibration"] = {"model": "alexnet", "gpu": "v100", "batch_size": 128}
     path = tmp_path / "stanza-fig6-7.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
@@ -145,7 +146,7 @@ def test_calibration_and_calibration_gpu_exclude_each_other(tmp_path):
 
 
 def test_plot_also_only_for_lines(tmp_path):
-    data = yaml.safe_load((ROOT / "experiments" / "reproduce" / "stanza-fig6-7.yaml").read_text())
+    data = yaml.safe_load((targets_dir() / "stanza-fig6-7.yaml").read_text())
     data["plot"]["layout"] = "fit"
     path = tmp_path / "stanza-fig6-7.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
@@ -156,7 +157,7 @@ def test_plot_also_only_for_lines(tmp_path):
 def test_plot_also_draws_the_extra_metric(tmp_path):
     from synclab.reproduce.figure import draw
 
-    target = load_target(ROOT / "experiments" / "reproduce" / "stanza-fig6-7.yaml")
+    target = load_target(targets_dir() / "stanza-fig6-7.yaml")
     records = [{"values": {"model.name": "alexnet", "cluster.workers": n, "strategy.name": s},
                 "metrics": {"iteration_s": 1.0 + n, "model_iteration_s": 0.9 + n}}
                for n in (2, 3) for s in ("ps", "stanza")]
@@ -169,7 +170,7 @@ def test_verdict_names_every_models_calibration_row(tmp_path):
 
     from synclab.reproduce.runner import run_target
 
-    target = load_target(ROOT / "experiments" / "reproduce" / "stanza-fig6-7.yaml")
+    target = load_target(targets_dir() / "stanza-fig6-7.yaml")
     target = target.model_copy(update={"quick": target.full.model_copy(
         update={"axes": {"model.name": ["alexnet", "vgg16"], "cluster.workers": [2], "strategy.name": ["ps"]}})})
 

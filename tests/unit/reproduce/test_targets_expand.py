@@ -16,7 +16,8 @@ from synclab.config import load_spec, parse_override
 from synclab.config.units import parse_rate_bps
 from synclab.reproduce.calibration import compute_scale, load_calibration
 from synclab.reproduce.points import expand
-from synclab.reproduce.schema import load_target, load_targets, target_dir
+from synclab.reproduce.schema import load_target, load_targets
+from synclab.resources import locate, packaged, targets_dir
 from synclab.sim.run import load_for_simulation
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -27,12 +28,12 @@ KNOWN_BAD: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("target", [pytest.param(t, marks=pytest.mark.xfail(reason=KNOWN_BAD[t.id], strict=True))
-                                    if t.id in KNOWN_BAD else t for t in load_targets(ROOT)], ids=lambda t: t.id)
+                                    if t.id in KNOWN_BAD else t for t in load_targets()], ids=lambda t: t.id)
 def test_every_point_of_both_forms_is_a_valid_spec(target):
     scale = None
     if target.calibration is not None:
         c = target.calibration
-        scale = compute_scale(load_calibration(ROOT / "profiles" / "calibration.yaml").find(c.model, c.gpu,
+        scale = compute_scale(load_calibration(packaged("profiles/calibration.yaml")).find(c.model, c.gpu,
                                                                                              c.batch_size))
     for quick in (True, False):
         points = expand(target, ROOT, quick, scale)
@@ -41,14 +42,14 @@ def test_every_point_of_both_forms_is_a_valid_spec(target):
             continue
         for p in points:
             if p.engine == "simulate":  # the simulator takes clusters past a launched one's 1024 workers
-                load_for_simulation(ROOT / target.spec, p.overrides)
+                load_for_simulation(locate(target.spec), p.overrides)
             else:
-                load_spec(ROOT / target.spec, [parse_override(o) for o in p.overrides])
+                load_spec(locate(target.spec), [parse_override(o) for o in p.overrides])
 
 
 @pytest.mark.parametrize("name", ["mgwfbp-fig9-resnet152", "mgwfbp-fig9-densenet161"])
 def test_fig9_rates_give_the_papers_b_by_the_ring_formula(name):
-    target = load_target(target_dir(ROOT) / f"{name}.yaml")
+    target = load_target(targets_dir() / f"{name}.yaml")
     n = 4
     checked = 0
     for claim in target.claims:
@@ -69,7 +70,7 @@ def _selectors(claim):
     return [(s, None) for s in (claim.value, claim.num, claim.den, claim.base_num, claim.base_den) if s is not None]
 
 
-@pytest.mark.parametrize("target", load_targets(ROOT), ids=lambda t: t.id)
+@pytest.mark.parametrize("target", load_targets(), ids=lambda t: t.id)
 def test_every_claim_names_at_most_one_point_of_either_form(target):
     """A selector that matches two points of a form is judged 'not run' ("name more axis values"): seen when
     MG-WFBP Fig. 4's full form added 8 workers beside claims that named only the rate."""
@@ -88,7 +89,7 @@ def test_every_claim_names_at_most_one_point_of_either_form(target):
 QUICK_BUDGET_S = 600  # issue 13 item 7: every quick form within 10 minutes on a 2-core VM
 
 
-@pytest.mark.parametrize("target", load_targets(ROOT), ids=lambda t: t.id)
+@pytest.mark.parametrize("target", load_targets(), ids=lambda t: t.id)
 def test_every_quick_form_is_estimated_within_ten_minutes(target):
     """The estimate the `--list` prints is the budget a user plans with; a quick form that needs more is split
     (the 15 Gbit/s points of P3 Fig. 7(c) at D = 64 made 14.6 host minutes and moved to the full form)."""
