@@ -18,7 +18,8 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the one `synclab run` takes."),
+def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the one `synclab run` takes, or a "
+                                         "packaged example by name (see synclab examples)."),
              set_: list[str] = typer.Option([], "--set", help="Override a spec key: dotted.key=value (repeatable)."),
              sweep: Optional[str] = typer.Option(None, "--sweep", help="KEY=V1,V2,...: simulate one point per value."),
              out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<time>-sim-<strategy>)."),
@@ -50,6 +51,7 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
                                                      "it); default off, the papers' PS machines.")):
     """Simulate SPEC on a simulated clock (SimPy): same profiles, plans and links; writes run records."""
     from synclab.config import SpecError
+    from synclab.resources import spec_path
     from synclab.sim.records import write_run, write_sweep
     from synclab.sim.run import (DEFAULT_CPU_S_PER_BYTE, DEFAULT_SERIAL_S_PER_BYTE, DEFAULT_STARTUP_S,
                                  load_for_simulation, parse_ring_goodput, simulate as run_sim)
@@ -88,7 +90,7 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
         points = [(v, [*set_, f"{key}={v}"]) for v in values.split(",")]
     results = []
     try:
-        loaded = [(v, *load_for_simulation(spec, ov)) for v, ov in points]
+        loaded = [(v, *load_for_simulation(spec_path(spec), ov)) for v, ov in points]
     except SpecError as e:
         _fail(f"invalid spec: {e}")
     s0 = loaded[0][1]
