@@ -133,9 +133,9 @@ def read_points_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _judge(claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _judge(claim, rows: list[dict[str, Any]], spread: float | None = None) -> dict[str, Any]:
     try:
-        return judge(claim, rows)
+        return judge(claim, rows, spread)
     except ValueError as e:  # a metric the points do not have: say so rather than stop the whole target
         return {"id": claim.id, "quote": claim.quote, "source": claim.source, "paper_value": claim.paper_value,
                 "unit": claim.unit, "synclab_value": None, "verdict": "not run", "why": str(e)}
@@ -154,7 +154,36 @@ def _repeat_rows(records: list[dict[str, Any]], i: int) -> list[dict[str, Any]]:
     return rows
 
 
-def judge_repeats(claims: list[dict[str, Any]], target: Target, records: list[dict[str, Any]]) -> None:
+def _repeated(claim, records: list[dict[str, Any]]) -> bool:
+    """Whether some point ``claim`` reads was run more than once."""
+    return any(r.get("repeats", 1) > 1 and reads(claim, r["values"]) for r in records)
+
+
+def claim_spreads(target: Target, records: list[dict[str, Any]]) -> list[float | None]:
+    """Per claim, the relative spread (max - min) / |mean| of its value over the repeats (None where none of its
+    points was repeated): the measured noise its margin must at least cover (``verdict.noise_margin``)."""
+    n = max((r.get("repeats", 1) for r in records), default=1)
+    out: list[float | None] = []
+    for claim in target.claims:
+        values = [] if n < 2 or not _repeated(claim, records) else [
+            v for v in (_judge(claim, _repeat_rows(records, i))["synclab_value"] for i in range(n)) if v is not None]
+        mean = sum(values) / len(values) if values else 0.0
+        out.append((max(values) - min(values)) / abs(mean) if len(values) > 1 and mean else None)
+    return out
+
+
+def judge_all(target: Target, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every claim of ``target`` judged on the points' (repeat-averaged) metrics, with its repeat spread as the
+    least noise margin, then on every repeat (:func:`judge_repeats`)."""
+    rows = [{**r["values"], **r["metrics"]} for r in records]
+    spreads = claim_spreads(target, records)
+    claims = [_judge(c, rows, s) for c, s in zip(target.claims, spreads)]
+    judge_repeats(claims, target, records, spreads)
+    return claims
+
+
+def judge_repeats(claims: list[dict[str, Any]], target: Target, records: list[dict[str, Any]],
+                  spreads: list[float | None] | None = None) -> None:
     """Add to each judged claim (on the repeats' means) its value and verdict in every repeat: ``repeats``
     {values, verdicts, agree}, and say in ``why`` how many repeats give the same verdict. A claim none of whose
     points was run more than once (``--points N --repeats 2`` repeats only the first N) gets nothing: its one
@@ -162,11 +191,11 @@ def judge_repeats(claims: list[dict[str, Any]], target: Target, records: list[di
     n = max((r.get("repeats", 1) for r in records), default=1)
     if n < 2:
         return
-    per = [[_judge(c, _repeat_rows(records, i)) for c in target.claims] for i in range(n)]
+    spreads = spreads or [None] * len(target.claims)
+    per = [[_judge(c, _repeat_rows(records, i), s) for c, s in zip(target.claims, spreads)] for i in range(n)]
     for k, claim in enumerate(claims):
         runs = [p[k] for p in per if p[k]["synclab_value"] is not None]
-        repeated = any(r.get("repeats", 1) > 1 and reads(target.claims[k], r["values"]) for r in records)
-        if claim["synclab_value"] is None or not runs or not repeated:
+        if claim["synclab_value"] is None or not runs or not _repeated(target.claims[k], records):
             continue
         values = [p["synclab_value"] for p in runs]
         agree = sum(p["verdict"] == claim["verdict"] for p in runs)
@@ -209,10 +238,8 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
                 records.append(record)
             progress.advance(task)
     write_points_csv(out / "points.csv", records)
-    rows = [{**r["values"], **r["metrics"]} for r in records]
     png = draw(target, records, out / f"{target.id}.png", quick=quick)
-    claims = [_judge(c, rows) for c in target.claims]
-    judge_repeats(claims, target, records)
+    claims = judge_all(target, records)
     form = target.form(quick)
     calibration = None if scale is None else {"describe": scale.describe(), "scale": scale.scale,
                                               "source": scale.entry.source, "kind": scale.entry.kind}

@@ -85,21 +85,32 @@ class Selector(_Strict):
 
 
 class Judge(_Strict):
-    """reproduced: |SyncLab/paper - 1| <= ``within``; partly: within ``partly_factor`` of the paper's
-    value, or (``same_side_of_one``) a ratio on the same side of 1 as the paper's; else not.
+    """How a claim is judged (``synclab.reproduce.verdict``; the rules are issue 51's stricter judge).
+
+    A value (kind ``value``, ``argmax``): reproduced when |SyncLab/paper - 1| <= ``within``; partly within
+    ``partly_factor`` of the paper's value; else not.
+
+    A ratio (kinds ``ratio``, ``max_ratio``, ``ratio_growth``) states a gain, ratio - 1 ("1.2x faster" is a
+    20 % gain), and is judged on that gain: a SyncLab gain inside the noise margin is a tie (no direction);
+    reproduced when the gains differ by at most ``within`` of the paper's gain (never less than the margin);
+    partly when the gain has the paper's sign and (``same_side_of_one``) at least a third of its size, or is
+    within ``partly_factor`` of it; else not. A paper ratio of exactly 1 ("similar") is reproduced when
+    SyncLab's is within ``within`` (or the margin) of 1.
 
     ``direction``: the paper states only a direction ("P3 lowers the idle time"), so ``paper_value`` is the
     reference it is stated against (usually 1): reproduced when SyncLab's value is beyond it in that
-    direction by more than ``margin`` (the run-to-run noise), partly when beyond it by less, else not."""
+    direction by more than the margin, a tie when within the margin either way, else not.
+
+    The margin is the largest of ``margin``, 3 % and the claim's spread over repeated runs."""
 
     within: float = Field(0.15, gt=0)
     partly_factor: float | None = Field(None, gt=1)
     same_side_of_one: bool = False
-    margin: float = Field(0.0, ge=0, description="argmax: the peak must beat every other point by this share, "
+    margin: float = Field(0.0, ge=0, description="the run-to-run noise (at least 3 %, see the class doc): "
+                                                 "argmax: the peak must beat every other point by this share, "
                                                  "else the curve is flat (no peak: not reproduced); "
                                                  "direction: the share by which the value must pass the reference; "
-                                                 "same_side_of_one: the share by which a ratio must differ from 1 "
-                                                 "to count as a direction")
+                                                 "ratios: a gain this small is a tie")
     direction: Literal["above", "below"] | None = None
 
 

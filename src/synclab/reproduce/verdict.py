@@ -14,6 +14,16 @@ from typing import Any
 from synclab.reproduce.schema import Claim, Selector
 
 REPRODUCED, PARTLY, NOT, NOT_RUN = "reproduced", "partly", "not", "not run"
+TIE = "tie"  # a comparison inside the noise margin: no direction, reported as such (issue 51)
+
+DEFAULT_MARGIN = 0.03
+"""The smallest noise margin of any comparison: a difference under 3 % is a tie, never a direction (issue 51)."""
+
+
+def noise_margin(claim: Claim, spread: float | None = None) -> float:
+    """The margin a claim is judged with: the largest of its judge's ``margin``, :data:`DEFAULT_MARGIN` and
+    ``spread``, the relative spread (max - min) / mean of its value over repeated runs (None: not repeated)."""
+    return max(claim.judge.margin, DEFAULT_MARGIN, spread or 0.0)
 
 
 def _match(row: dict[str, Any], where: dict[str, Any]) -> bool:
@@ -86,8 +96,10 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
-def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """One claim's entry of verdict.json."""
+def judge(claim: Claim, rows: list[dict[str, Any]], spread: float | None = None) -> dict[str, Any]:
+    """One claim's entry of verdict.json; ``spread``: its value's relative spread over repeats (see
+    :func:`noise_margin`)."""
+    margin = noise_margin(claim, spread)
     out: dict[str, Any] = {"id": claim.id, "quote": claim.quote, "source": claim.source,
                            "paper_value": claim.paper_value, "unit": claim.unit, "synclab_value": None}
     if claim.kind == "value":
@@ -95,10 +107,10 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
     elif claim.kind == "argmax":
         found = argmax(rows, claim.value, claim.over)
         value, lead = found if found is not None else (None, None)
-        if found is not None and lead < claim.judge.margin:
-            out.update(synclab_value=value, verdict=NOT,
+        if found is not None and lead < margin:
+            out.update(synclab_value=value, verdict=NOT, margin=margin,
                        why=f"no peak: the best point ({claim.over} = {_fmt(value)}) leads the next by {lead:.1%}, "
-                           f"under the {claim.judge.margin:.0%} that tells a peak from run-to-run noise; the "
+                           f"under the {margin:.0%} that tells a peak from run-to-run noise; the "
                            f"curve is flat here" + (f". Known difference: {claim.caveat.strip()}" if claim.caveat
                                                      else ""))
             return out
@@ -118,33 +130,33 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return out
     value *= claim.scale
     out["synclab_value"] = value
+    out["margin"] = margin
     p, j = claim.paper_value, claim.judge
     rel = value / p - 1 if p else math.inf
     out["relative_difference"] = rel
     factor = max(value / p, p / value) if value > 0 and p > 0 else math.inf
     if j.direction is not None:
-        verdict, why = _judge_direction(value, p, j.direction, j.margin, claim.unit)
+        verdict, why = _judge_direction(value, p, j.direction, margin, claim.unit)
     elif abs(rel) <= j.within:
         verdict = REPRODUCED
         why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%}, within ±{j.within:.0%}"
     else:
-        # same side of 1 counts only beyond the noise margin: a 1.0001 ratio is no direction at all
-        on_side = j.same_side_of_one and (value - 1) * (p - 1) > 0
-        same_side = on_side and abs(value - 1) > j.margin
-        noise = on_side and not same_side
+        # a ratio within the noise margin of 1 is a tie whichever side float noise puts it: no direction at all
+        tie = j.same_side_of_one and abs(value - 1) <= margin
+        same_side = not tie and j.same_side_of_one and (value - 1) * (p - 1) > 0
         near = j.partly_factor is not None and factor <= j.partly_factor
-        verdict = PARTLY if (same_side or near) else NOT
+        verdict = TIE if tie else PARTLY if (same_side or near) else NOT
         why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%} (x{factor:.2g} apart)"
-        if same_side:
+        if tie:
+            why += f"; a tie: within the {margin:.1%} noise margin of 1, no direction"
+        elif same_side:
             why += "; same direction as the paper (ratio on the same side of 1), different size"
         elif near:
             why += f"; within the factor {j.partly_factor:g} counted as partly"
-        elif noise:
-            why += f"; within the {j.margin:.0%} noise margin of 1: no measurable effect"
         elif j.same_side_of_one:
             why += "; opposite direction to the paper"
     if claim.kind == "max_ratio" and claim.peak_at is not None:
-        verdict, why = _judge_peak_place(claim, ratios, verdict, why)
+        verdict, why = _judge_peak_place(claim, ratios, verdict, why, margin)
     if out.get("over_values"):
         why += f" [{out['over_values']}]"
     if claim.caveat:
@@ -153,41 +165,46 @@ def judge(claim: Claim, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _judge_peak_place(claim: Claim, ratios: dict[str, float], verdict: str, why: str) -> tuple[str, str]:
+def _judge_peak_place(claim: Claim, ratios: dict[str, float], verdict: str, why: str,
+                      margin: float) -> tuple[str, str]:
     """A maximum the paper places (``peak_at``): SyncLab's ratio there must be the maximum, or within the
-    judge's noise margin of it; otherwise the claim is at best partly (the size may agree, the place does not)."""
+    noise ``margin`` of it; otherwise the claim is at best partly (the size may agree, the place does not)."""
     place = str(claim.peak_at)
     best = max(ratios, key=ratios.get)
     if place not in ratios:
         return verdict, why + f"; the paper's maximum is at {claim.over} = {place}, not among the points run"
     short = 1 - ratios[place] / ratios[best]
-    if short <= claim.judge.margin:
-        return verdict, why + f"; at the paper's {place} too (within {claim.judge.margin:.0%} of the maximum)"
+    if short <= margin:
+        return verdict, why + f"; at the paper's {place} too (within {margin:.0%} of the maximum)"
     why += (f"; but the maximum is at {best}, not at the paper's {place}, where the ratio is "
-            f"{_fmt(ratios[place])} ({short:.0%} below the maximum, beyond the {claim.judge.margin:.0%} noise margin)")
+            f"{_fmt(ratios[place])} ({short:.0%} below the maximum, beyond the {margin:.0%} noise margin)")
     return (PARTLY if verdict == REPRODUCED else verdict), why
 
 
 def _judge_direction(value: float, ref: float, direction: str, margin: float, unit: str) -> tuple[str, str]:
-    """A claim the paper states only as a direction against ``ref`` (see :class:`Judge`)."""
+    """A claim the paper states only as a direction against ``ref`` (see :class:`Judge`): within the noise
+    ``margin`` of the reference either way it is a tie, not a direction."""
     sign = 1 if direction == "above" else -1
     beyond = sign * (value - ref) / (abs(ref) or 1.0)  # a share of the reference (absolute when it is 0)
     stated = f"SyncLab {_fmt(value)} {unit}, paper: {direction} {_fmt(ref)}"
     if beyond > margin:
-        return REPRODUCED, f"{stated}: {beyond:.1%} {direction} it, more than the {margin:.0%} noise margin"
-    if beyond > 0:
-        return PARTLY, (f"{stated}: only {beyond:.1%} {direction} it, inside the {margin:.0%} noise margin "
-                        f"(right direction, not told apart from noise)")
+        return REPRODUCED, f"{stated}: {beyond:.1%} {direction} it, more than the {margin:.1%} noise margin"
+    if beyond >= -margin:
+        return TIE, (f"{stated}: {abs(beyond):.1%} from it, inside the {margin:.1%} noise margin: a tie "
+                     f"(no direction told apart from noise)")
     return NOT, f"{stated}: on the other side ({-beyond:.1%}), opposite to the paper"
 
 
 def summarize(judged: list[dict[str, Any]]) -> str:
-    """Target-level verdict: reproduced only if every run claim is; not if none is at least partly."""
+    """Target-level verdict: reproduced only if every run claim is; a tie if every run claim is; not if none is
+    at least partly."""
     run = [c["verdict"] for c in judged if c["verdict"] != NOT_RUN]
     if not run:
         return NOT_RUN
     if all(v == REPRODUCED for v in run):
         return REPRODUCED
-    if all(v == NOT for v in run):
+    if all(v == TIE for v in run):
+        return TIE
+    if all(v in (NOT, TIE) for v in run):
         return NOT
     return PARTLY

@@ -4,7 +4,7 @@ and with ``at`` how much of that maximum is left at one axis value ("benefits of
 import pytest
 
 from synclab.reproduce.schema import Claim
-from synclab.reproduce.verdict import NOT, NOT_RUN, PARTLY, REPRODUCED, judge
+from synclab.reproduce.verdict import NOT, NOT_RUN, PARTLY, REPRODUCED, TIE, judge
 
 RATES = ["2gbit", "4gbit", "10gbit"]
 
@@ -45,7 +45,8 @@ def test_at_gives_the_share_of_the_maximum_left_there():
     claim = _claim(paper_value=1.0, at="2gbit", judge={"direction": "below", "margin": 0.03})
     out = judge(claim, _rows([100, 200, 300], [105, 276, 310]))  # 1.05 at 2gbit, max 1.38 at 4gbit
     assert out["synclab_value"] == pytest.approx(1.05 / 1.38) and out["verdict"] == REPRODUCED
-    assert judge(claim, _rows([100, 200, 300], [138, 276, 310]))["verdict"] == NOT  # the max is at 2gbit
+    # the max is at 2gbit: a share of 1, no diminishing at all, is a tie (a share cannot exceed 1)
+    assert judge(claim, _rows([100, 200, 300], [138, 276, 310]))["verdict"] == TIE
     assert judge(claim, _rows([100], [105], ["2gbit"]))["verdict"] == NOT_RUN       # one rate: no share
 
 
@@ -64,9 +65,12 @@ def test_max_ratio_needs_its_axis_free_and_at_only_with_it():
 def test_a_ratio_within_the_noise_margin_of_one_shows_no_direction():
     noisy = _claim(judge={"within": 0.1, "same_side_of_one": True, "margin": 0.03})
     out = judge(noisy, _rows([100, 200, 300], [100.5, 201, 300]))  # max 1.005: on the paper's side, but noise
-    assert out["verdict"] == NOT and "noise margin" in out["why"]
+    assert out["verdict"] == TIE and "noise margin" in out["why"]
     assert judge(noisy, _rows([100, 200, 300], [105, 210, 300]))["verdict"] == PARTLY  # 1.05: past the margin
-    assert judge(_claim(), _rows([100, 200, 300], [100.5, 201, 300]))["verdict"] == PARTLY  # margin 0: as before
+    # a judge without a margin still gets the 3 % floor: 1.005 is a tie, not a direction
+    assert judge(_claim(), _rows([100, 200, 300], [100.5, 201, 300]))["verdict"] == TIE
+    # and so is a ratio just below 1, which float noise would have put on the opposite side
+    assert judge(_claim(), _rows([100, 200, 300], [99.9, 199, 299]))["verdict"] == TIE
 
 
 def test_a_maximum_the_paper_places_elsewhere_is_at_best_partly():

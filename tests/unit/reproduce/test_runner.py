@@ -281,6 +281,7 @@ def test_repeated_points_are_averaged_and_every_claim_judged_per_repeat(tmp_path
     assert claim["verdict"] == REPRODUCED and claim["synclab_value"] == pytest.approx(2.0)
     assert claim["repeats"]["values"] == pytest.approx([1.6, 2.4, 2.0])
     assert claim["repeats"]["agree"] == 1 and "1 of 3 give this verdict alone" in claim["why"]
+    assert claim["margin"] == pytest.approx(0.4)  # the repeats' spread (2.4 - 1.6) / 2.0 is its noise margin
     doc = tmp_path / "docs" / "REPRODUCTION.md"
     doc.parent.mkdir()
     text = render(collect([out]), doc)

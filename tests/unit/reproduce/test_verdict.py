@@ -1,7 +1,7 @@
 """The argmax claim: where a swept metric peaks, compared with where the paper saw its peak."""
 
 from synclab.reproduce.schema import Claim
-from synclab.reproduce.verdict import NOT, NOT_RUN, PARTLY, REPRODUCED, judge
+from synclab.reproduce.verdict import NOT, NOT_RUN, PARTLY, REPRODUCED, TIE, judge
 
 SIZES = [5000, 20000, 50000, 200000, 1000000]
 
@@ -25,8 +25,13 @@ def test_peak_where_the_paper_saw_it_is_reproduced():
 
 
 def test_peak_one_step_away_is_partly_and_far_away_not():
-    assert judge(_claim(), _rows([80, 95, 99, 100, 60]))["verdict"] == PARTLY   # 200,000: 4x
-    assert judge(_claim(), _rows([80, 95, 99, 98, 100]))["verdict"] == NOT      # 1,000,000: 20x
+    assert judge(_claim(), _rows([80, 90, 95, 100, 60]))["verdict"] == PARTLY   # 200,000: 4x
+    assert judge(_claim(), _rows([80, 90, 95, 90, 100]))["verdict"] == NOT      # 1,000,000: 20x
+
+
+def test_a_peak_leading_by_less_than_the_3_percent_floor_is_flat():
+    out = judge(_claim(), _rows([80, 95, 99, 100, 60]))  # no margin given: 1 % lead is under the 3 % floor
+    assert out["verdict"] == NOT and "no peak" in out["why"] and out["margin"] == 0.03
 
 
 def test_fewer_than_three_points_cannot_show_a_peak():
@@ -78,7 +83,8 @@ def _pair(p3, ps):
 
 def test_a_direction_claim_needs_the_value_past_the_noise_margin():
     assert judge(_direction_claim("below"), _pair(0.5, 1.0))["verdict"] == REPRODUCED
-    assert judge(_direction_claim("below"), _pair(0.98, 1.0))["verdict"] == PARTLY   # right way, inside 5 %
+    assert judge(_direction_claim("below"), _pair(0.98, 1.0))["verdict"] == TIE      # right way, inside 5 %
+    assert judge(_direction_claim("below"), _pair(1.02, 1.0))["verdict"] == TIE      # wrong way, inside 5 %
     assert judge(_direction_claim("below"), _pair(1.2, 1.0))["verdict"] == NOT
     assert judge(_direction_claim("above"), _pair(1.2, 1.0))["verdict"] == REPRODUCED
     assert judge(_direction_claim("above"), _pair(0.5, 1.0))["verdict"] == NOT
@@ -101,7 +107,7 @@ def _times(ps2, st2, ps4, st4):
 def test_ratio_growth_is_the_ratio_of_two_ratios():
     out = judge(_growth(margin=0.05), _times(1.68, 0.82, 3.49, 1.13))
     assert abs(out["synclab_value"] - (3.49 / 1.13) / (1.68 / 0.82)) < 1e-12 and out["verdict"] == REPRODUCED
-    assert judge(_growth(margin=0.05), _times(1.6, 0.8, 3.0, 1.45))["verdict"] == PARTLY  # 2.0 -> 2.07: +3 %
+    assert judge(_growth(margin=0.05), _times(1.6, 0.8, 3.0, 1.45))["verdict"] == TIE  # 2.0 -> 2.07: +3 %
     assert judge(_growth(margin=0.05), _times(1.6, 0.8, 3.0, 1.7))["verdict"] == NOT
 
 
@@ -113,3 +119,24 @@ def test_ratio_growth_not_run_without_its_base_and_needs_four_selectors():
     del data["base_den"]
     with pytest.raises(ValueError, match="needs 'num', 'den', 'base_num' and 'base_den'"):
         Claim.model_validate(data)
+
+
+def test_a_direction_claim_without_a_margin_gets_the_3_percent_floor():
+    out = judge(_direction_claim("below", margin=0.0), _pair(0.98, 1.0))
+    assert out["verdict"] == TIE and out["margin"] == 0.03
+    assert judge(_direction_claim("below", margin=0.0), _pair(0.96, 1.0))["verdict"] == REPRODUCED
+
+
+def test_the_repeat_spread_widens_the_margin_when_larger():
+    assert judge(_direction_claim("below"), _pair(0.9, 1.0))["verdict"] == REPRODUCED
+    out = judge(_direction_claim("below"), _pair(0.9, 1.0), spread=0.12)  # repeats 12 % apart: 10 % is noise
+    assert out["verdict"] == TIE and out["margin"] == 0.12
+    assert judge(_direction_claim("below"), _pair(0.9, 1.0), spread=0.01)["margin"] == 0.05  # the judge's own
+
+
+def test_a_target_of_ties_only_is_a_tie_and_ties_with_nots_are_not():
+    from synclab.reproduce.verdict import summarize
+
+    assert summarize([{"verdict": TIE}, {"verdict": TIE}, {"verdict": NOT_RUN}]) == TIE
+    assert summarize([{"verdict": TIE}, {"verdict": NOT}]) == NOT
+    assert summarize([{"verdict": TIE}, {"verdict": REPRODUCED}]) == PARTLY
