@@ -137,24 +137,17 @@ def judge(claim: Claim, rows: list[dict[str, Any]], spread: float | None = None)
     factor = max(value / p, p / value) if value > 0 and p > 0 else math.inf
     if j.direction is not None:
         verdict, why = _judge_direction(value, p, j.direction, margin, claim.unit)
+    elif claim.kind in RATIO_KINDS or j.same_side_of_one:
+        verdict, why = _judge_gain(value, p, j, margin, claim.unit)
     elif abs(rel) <= j.within:
         verdict = REPRODUCED
         why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%}, within ±{j.within:.0%}"
     else:
-        # a ratio within the noise margin of 1 is a tie whichever side float noise puts it: no direction at all
-        tie = j.same_side_of_one and abs(value - 1) <= margin
-        same_side = not tie and j.same_side_of_one and (value - 1) * (p - 1) > 0
         near = j.partly_factor is not None and factor <= j.partly_factor
-        verdict = TIE if tie else PARTLY if (same_side or near) else NOT
+        verdict = PARTLY if near else NOT
         why = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {claim.unit}: {rel:+.0%} (x{factor:.2g} apart)"
-        if tie:
-            why += f"; a tie: within the {margin:.1%} noise margin of 1, no direction"
-        elif same_side:
-            why += "; same direction as the paper (ratio on the same side of 1), different size"
-        elif near:
+        if near:
             why += f"; within the factor {j.partly_factor:g} counted as partly"
-        elif j.same_side_of_one:
-            why += "; opposite direction to the paper"
     if claim.kind == "max_ratio" and claim.peak_at is not None:
         verdict, why = _judge_peak_place(claim, ratios, verdict, why, margin)
     if out.get("over_values"):
@@ -163,6 +156,45 @@ def judge(claim: Claim, rows: list[dict[str, Any]], spread: float | None = None)
         why += f". Known difference: {claim.caveat.strip()}"
     out.update(verdict=verdict, why=why)
     return out
+
+
+RATIO_KINDS = ("ratio", "max_ratio", "ratio_growth")
+
+
+def _judge_gain(value: float, p: float, j, margin: float, unit: str) -> tuple[str, str]:
+    """A ratio judged on the gain it states, ratio - 1 (issue 51): a ratio's own relative difference hides
+    how far a gain is off when both are near 1 (1.04 is within 10 % of 1.10, yet its 4 % gain is 40 % of the
+    paper's 10 %).
+
+    A paper ratio of exactly 1 ("similar"): reproduced when SyncLab's gain is within ``within`` (or the noise
+    margin) of 0. Otherwise a SyncLab gain inside the noise ``margin`` is a tie (no direction, whichever side of
+    1 it falls); reproduced when it differs from the paper's by at most ``within`` of the paper's gain (never
+    less than the margin); partly when on the paper's side of 1 (``same_side_of_one``) or within
+    ``partly_factor`` of the paper's gain; else not."""
+    g, gp = value - 1, p - 1
+    stated = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {unit}: gain {g:+.1%} vs {gp:+.1%}"
+    if gp == 0:
+        tol = max(j.within, margin)
+        if abs(g) <= tol:
+            return REPRODUCED, f"{stated}, within ±{tol:.1%} of no difference"
+        factor = max(value / p, p / value) if value > 0 else math.inf
+        if j.partly_factor is not None and factor <= j.partly_factor:
+            return PARTLY, f"{stated}: beyond ±{tol:.1%}, within the factor {j.partly_factor:g} counted as partly"
+        return NOT, f"{stated}: beyond ±{tol:.1%} of no difference"
+    if abs(g) <= margin:
+        return TIE, f"{stated}: a tie, inside the {margin:.1%} noise margin of no difference (no direction)"
+    tol = max(j.within * abs(gp), margin)
+    if abs(g - gp) <= tol:
+        return REPRODUCED, f"{stated}: {g - gp:+.1%} apart, within ±{tol:.1%} (±{j.within:.0%} of the paper's gain)"
+    apart = f"{stated}: {g - gp:+.1%} apart, beyond ±{tol:.1%}"
+    if g * gp < 0:
+        return NOT, f"{apart}; opposite direction to the paper"
+    gain_factor = max(g / gp, gp / g)
+    if j.same_side_of_one:
+        return PARTLY, f"{apart}; same direction as the paper (ratio on the same side of 1), different size"
+    if j.partly_factor is not None and gain_factor <= j.partly_factor:
+        return PARTLY, f"{apart}; gain within the factor {j.partly_factor:g} counted as partly"
+    return NOT, f"{apart} (gain x{gain_factor:.2g} apart)"
 
 
 def _judge_peak_place(claim: Claim, ratios: dict[str, float], verdict: str, why: str,

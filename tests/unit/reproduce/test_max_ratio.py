@@ -86,3 +86,42 @@ def test_a_maximum_the_paper_places_elsewhere_is_at_best_partly():
         Claim.model_validate({"id": "x", "quote": "q", "source": "s", "paper_value": 1, "kind": "ratio",
                               "peak_at": "2gbit", "num": {"where": {}, "metric": "m"},
                               "den": {"where": {}, "metric": "m"}})
+
+
+def _ratio(paper, **judge_):
+    return Claim.model_validate({
+        "id": "gain", "quote": "q", "source": "s", "paper_value": paper, "kind": "ratio",
+        "num": {"where": {"strategy.name": "p3"}, "metric": "throughput"},
+        "den": {"where": {"strategy.name": "ps"}, "metric": "throughput"}, "judge": judge_})
+
+
+def _two(p3, ps=100.0):
+    return [{"strategy.name": "p3", "throughput": p3}, {"strategy.name": "ps", "throughput": ps}]
+
+
+def test_a_ratio_near_one_is_judged_on_its_gain():
+    claim = _ratio(1.10, within=0.1, same_side_of_one=True)
+    out = judge(claim, _two(104))  # 1.04 is within 10 % of 1.10, but its gain 4 % is 60 % short of 10 %
+    assert out["verdict"] == PARTLY and "gain +4.0% vs +10.0%" in out["why"]
+    assert judge(claim, _two(108))["verdict"] == REPRODUCED  # 8 % vs 10 %: within the 3 % margin floor
+    assert judge(claim, _two(95))["verdict"] == NOT          # a 5 % loss: opposite direction
+
+
+def test_far_from_one_the_gain_and_the_ratio_agree():
+    claim = _ratio(13.9, within=0.15, same_side_of_one=True)
+    assert judge(claim, _two(1300))["verdict"] == REPRODUCED  # gain 12.0 vs 12.9: -7 %
+    assert judge(claim, _two(1180))["verdict"] == PARTLY      # gain 10.8 vs 12.9: -16 %
+
+
+def test_a_paper_ratio_of_one_is_reproduced_within_its_tolerance_of_no_gain():
+    claim = _ratio(1.0, within=0.05, partly_factor=1.15)
+    assert judge(claim, _two(104))["verdict"] == REPRODUCED
+    assert judge(claim, _two(110))["verdict"] == PARTLY
+    assert judge(claim, _two(120))["verdict"] == NOT
+
+
+def test_a_gain_claim_without_same_side_uses_the_partly_factor_on_the_gain():
+    claim = _ratio(1.73, within=0.05, partly_factor=1.1)
+    assert judge(claim, _two(172))["verdict"] == REPRODUCED   # 72 % vs 73 %
+    assert judge(claim, _two(168))["verdict"] == PARTLY       # 68 % vs 73 %: x1.07
+    assert judge(claim, _two(160))["verdict"] == NOT          # 60 % vs 73 %: x1.22 (the ratio is only 8 % off)
