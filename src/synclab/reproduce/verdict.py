@@ -159,6 +159,9 @@ def judge(claim: Claim, rows: list[dict[str, Any]], spread: float | None = None)
 
 
 RATIO_KINDS = ("ratio", "max_ratio", "ratio_growth")
+PARTLY_SHARE = 1 / 3
+"""``same_side_of_one``: a gain on the paper's side of 1 is partly only from this share of the paper's gain (a 4 %
+gain against the paper's 61 % is not a partial reproduction of it; issue 51)."""
 
 
 def _judge_gain(value: float, p: float, j, margin: float, unit: str) -> tuple[str, str]:
@@ -169,8 +172,8 @@ def _judge_gain(value: float, p: float, j, margin: float, unit: str) -> tuple[st
     A paper ratio of exactly 1 ("similar"): reproduced when SyncLab's gain is within ``within`` (or the noise
     margin) of 0. Otherwise a SyncLab gain inside the noise ``margin`` is a tie (no direction, whichever side of
     1 it falls); reproduced when it differs from the paper's by at most ``within`` of the paper's gain (never
-    less than the margin); partly when on the paper's side of 1 (``same_side_of_one``) or within
-    ``partly_factor`` of the paper's gain; else not."""
+    less than the margin); partly when on the paper's side of 1 with at least a third of the paper's gain
+    (``same_side_of_one``, :data:`PARTLY_SHARE`) or within ``partly_factor`` of the paper's gain; else not."""
     g, gp = value - 1, p - 1
     stated = f"SyncLab {_fmt(value)} vs paper {_fmt(p)} {unit}: gain {g:+.1%} vs {gp:+.1%}"
     if gp == 0:
@@ -190,8 +193,11 @@ def _judge_gain(value: float, p: float, j, margin: float, unit: str) -> tuple[st
     if g * gp < 0:
         return NOT, f"{apart}; opposite direction to the paper"
     gain_factor = max(g / gp, gp / g)
-    if j.same_side_of_one:
-        return PARTLY, f"{apart}; same direction as the paper (ratio on the same side of 1), different size"
+    if j.same_side_of_one and abs(g) >= abs(gp) * PARTLY_SHARE:
+        return PARTLY, (f"{apart}; same direction as the paper and at least a third of its gain "
+                        f"({g / gp:.2g} of it), different size")
+    if j.same_side_of_one and not (j.partly_factor is not None and gain_factor <= j.partly_factor):
+        return NOT, f"{apart}; same direction but under a third of the paper's gain ({g / gp:.2g} of it)"
     if j.partly_factor is not None and gain_factor <= j.partly_factor:
         return PARTLY, f"{apart}; gain within the factor {j.partly_factor:g} counted as partly"
     return NOT, f"{apart} (gain x{gain_factor:.2g} apart)"

@@ -30,7 +30,8 @@ def test_the_maximum_over_the_axis_is_judged_not_any_one_point():
 
 
 def test_a_smaller_maximum_is_partly_and_a_loss_everywhere_not():
-    assert judge(_claim(), _rows([100, 200, 300], [105, 210, 300]))["verdict"] == PARTLY  # 1.05: same side
+    assert judge(_claim(), _rows([100, 200, 300], [107, 214, 300]))["verdict"] == PARTLY  # 1.07: same side
+    assert judge(_claim(), _rows([100, 200, 300], [105, 210, 300]))["verdict"] == NOT  # 1.05: under 18 % / 3
     assert judge(_claim(), _rows([100, 200, 300], [90, 190, 290]))["verdict"] == NOT      # below 1 everywhere
 
 
@@ -66,7 +67,7 @@ def test_a_ratio_within_the_noise_margin_of_one_shows_no_direction():
     noisy = _claim(judge={"within": 0.1, "same_side_of_one": True, "margin": 0.03})
     out = judge(noisy, _rows([100, 200, 300], [100.5, 201, 300]))  # max 1.005: on the paper's side, but noise
     assert out["verdict"] == TIE and "noise margin" in out["why"]
-    assert judge(noisy, _rows([100, 200, 300], [105, 210, 300]))["verdict"] == PARTLY  # 1.05: past the margin
+    assert judge(noisy, _rows([100, 200, 300], [107, 214, 300]))["verdict"] == PARTLY  # 1.07: past the margin
     # a judge without a margin still gets the 3 % floor: 1.005 is a tie, not a direction
     assert judge(_claim(), _rows([100, 200, 300], [100.5, 201, 300]))["verdict"] == TIE
     # and so is a ratio just below 1, which float noise would have put on the opposite side
@@ -125,3 +126,15 @@ def test_a_gain_claim_without_same_side_uses_the_partly_factor_on_the_gain():
     assert judge(claim, _two(172))["verdict"] == REPRODUCED   # 72 % vs 73 %
     assert judge(claim, _two(168))["verdict"] == PARTLY       # 68 % vs 73 %: x1.07
     assert judge(claim, _two(160))["verdict"] == NOT          # 60 % vs 73 %: x1.22 (the ratio is only 8 % off)
+
+
+def test_same_side_is_partly_only_from_a_third_of_the_paper_gain():
+    claim = _ratio(1.61, within=0.1, same_side_of_one=True)
+    short = judge(claim, _two(104))  # a 4 % gain against the paper's 61 %: the right side, far too small
+    assert short["verdict"] == NOT and "under a third" in short["why"]
+    assert judge(claim, _two(121))["verdict"] == PARTLY   # 21 % >= 61 % / 3
+    assert judge(claim, _two(119))["verdict"] == NOT      # 19 % < 20.3 %
+    big = _ratio(13.9, within=0.15, same_side_of_one=True)
+    assert judge(big, _two(424))["verdict"] == NOT        # 4.24x: gain 3.24 < 12.9 / 3
+    assert judge(big, _two(600))["verdict"] == PARTLY     # gain 5.0 >= 4.3
+    assert judge(big, _two(3000))["verdict"] == PARTLY    # larger than the paper's: right side, more than a third
