@@ -136,10 +136,12 @@ def _run_one(t, root: Path, out: Optional[Path], quick: bool, set_: list[str], p
     table = Table(title=f"{t.paper} {t.figure} ({v['form']} form): {v['verdict']}")
     for col in ("claim", "paper", "SyncLab", "verdict"):
         table.add_column(col)
-    for c in v["claims"]:
+    checks = [(c, " (calibration)") for c in v.get("calibration_checks", [])]
+    for c, role in [*((c, "") for c in v["claims"]), *checks]:
         s = "—" if c["synclab_value"] is None else f"{c['synclab_value']:.3g}"
         agree = f" ({c['repeats']['agree']}/{len(c['repeats']['values'])})" if c.get("repeats") else ""
-        table.add_row(c["id"], f"{c['paper_value']:.3g} {c['unit']}", f"{s} {c['unit']}", c["verdict"] + agree)
+        table.add_row(c["id"] + role, f"{c['paper_value']:.3g} {c['unit']}", f"{s} {c['unit']}",
+                      c["verdict"] + agree)
     Console(width=140).print(table)
     console.print(f"{out_dir}: points.csv, {v['figure_file']}, verdict.json ({v['points_reused']} of "
                   f"{v['points']} points kept from before; host {_minutes(v['host_seconds'])})")

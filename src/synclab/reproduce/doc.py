@@ -114,6 +114,29 @@ def _time_note(v: dict[str, Any]) -> str:
     return f"dilation D = {', '.join(str(d) for d in sorted(set(v['dilation'].values())))} {rule}"
 
 
+def _claims_table(claims: list[dict[str, Any]], what: str) -> list[str]:
+    """Paper vs SyncLab, one row per claim (or calibration check)."""
+    lines = [f"| {what} | source | paper | SyncLab | verdict |", "|---|---|---|---|---|"]
+    for c in claims:
+        unit = f" {c['unit']}" if c.get("unit") else ""
+        value, settled = _num(c["synclab_value"]), ""
+        if c.get("repeats"):  # judged on the repeats' means; the range and how many repeats agree beside it
+            r = c["repeats"]
+            value += f" ({_num(min(r['values']))}–{_num(max(r['values']))})"
+            settled = f" ({r['agree']}/{len(r['values'])} repeats)"
+        lines.append(f"| {c['id']}: “{c['quote']}” | {c['source']} | {_num(c['paper_value'])}{unit} | "
+                     f"{value}{unit} | **{c['verdict']}**{settled} |")
+    return lines + [""]
+
+
+COUNTED = ("reproduced", "partly", "not", "tie", "not run")
+
+
+def counts(claims: list[dict[str, Any]]) -> list[int]:
+    """How many of ``claims`` have each verdict of :data:`COUNTED`, in that order."""
+    return [sum(c["verdict"] == k for c in claims) for k in COUNTED]
+
+
 def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
     lines = [f"## {v['paper']} {v['figure']} — {v['title']} (`{v['target']}`, {v['form']} form)", "",
              f"**Compares:** {v['compares']}", "", f"**Setting:** {v['setting']}", ""]
@@ -134,19 +157,15 @@ def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
         extra = f" with {', '.join(f'`{x}`' for x in full['set'])}" if full["set"] else ""
         lines += [f"**Full form (not run yet):** `{full['command']}` — {axes}{extra}; estimated host time "
                   f"{_minutes(full['estimate_s'])}.", ""]
-    lines += ["| claim | source | paper | SyncLab | verdict |", "|---|---|---|---|---|"]
-    for c in v["claims"]:
-        unit = f" {c['unit']}" if c.get("unit") else ""
-        value, settled = _num(c["synclab_value"]), ""
-        if c.get("repeats"):  # judged on the repeats' means; the range and how many repeats agree beside it
-            r = c["repeats"]
-            value += f" ({_num(min(r['values']))}–{_num(max(r['values']))})"
-            settled = f" ({r['agree']}/{len(r['values'])} repeats)"
-        lines.append(f"| {c['id']}: “{c['quote']}” | {c['source']} | {_num(c['paper_value'])}{unit} | "
-                     f"{value}{unit} | **{c['verdict']}**{settled} |")
-    lines += [""] + _points_table(out, list(v["axes"]))
+    checks = v.get("calibration_checks", [])
+    if v["claims"]:
+        lines += _claims_table(v["claims"], "claim")
+    if checks:
+        lines += ["Calibration checks (a setting against the number it was set from; not counted as claims):", ""]
+        lines += _claims_table(checks, "check")
+    lines += _points_table(out, list(v["axes"]))
     lines += [f"**Verdict: {v['verdict']}.**", ""]
-    for c in v["claims"]:
+    for c in [*v["claims"], *checks]:
         lines.append(f"* `{c['id']}` — {c['verdict']}: {c['why']}")
     if v.get("failures"):
         lines += ["", "Failed points: " + "; ".join(v["failures"])]
@@ -169,12 +188,19 @@ def render(found: list[tuple[dict[str, Any], Path]], doc: Path, *, missing: list
         lines += ["> **Quick-form results.** Rows marked *quick* come from the reduced sweeps "
                   "(`synclab reproduce TARGET --quick`): fewer points and iterations than the paper. "
                   "The full forms (`synclab reproduce TARGET`) have not been run yet for those rows.", ""]
-    lines += ["| target | paper, figure | form | claims reproduced / partly / not / not run | verdict | host time |",
-              "|---|---|---|---|---|---|"]
+    lines += ["| target | paper, figure | form | claims reproduced / partly / not / tie / not run | "
+              "calibration checks (same order) | verdict | host time |",
+              "|---|---|---|---|---|---|---|"]
+    total, total_checks = [0] * len(COUNTED), [0] * len(COUNTED)
     for v, _ in found:
-        counts = [sum(c["verdict"] == k for c in v["claims"]) for k in ("reproduced", "partly", "not", "not run")]
+        n, k = counts(v["claims"]), counts(v.get("calibration_checks", []))
+        total = [a + b for a, b in zip(total, n)]
+        total_checks = [a + b for a, b in zip(total_checks, k)]
         lines.append(f"| [`{v['target']}`](#{_anchor(v)}) | {v['paper']} {v['figure']} | {v['form']} | "
-                     f"{' / '.join(str(n) for n in counts)} | **{v['verdict']}** | {_minutes(v['host_seconds'])} |")
+                     f"{' / '.join(str(x) for x in n)} | {' / '.join(str(x) for x in k) if any(k) else '—'} | "
+                     f"**{v['verdict']}** | {_minutes(v['host_seconds'])} |")
+    lines.append(f"| **all** | | | **{' / '.join(str(x) for x in total)}** of {sum(total)} | "
+                 f"{' / '.join(str(x) for x in total_checks)} of {sum(total_checks)} | | |")
     if missing:
         lines += ["", "Targets defined but without a verdict yet: " + ", ".join(f"`{m}`" for m in missing) + "."]
     lines.append("")

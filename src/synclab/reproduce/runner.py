@@ -24,7 +24,7 @@ from synclab.reproduce.figure import draw
 from synclab.reproduce.points import RUNNERS, Point, expand
 from synclab.reproduce.repeats import HOST_FIELDS, merge_repeats, spread
 from synclab.reproduce.schema import Target
-from synclab.reproduce.verdict import judge, reads, summarize
+from synclab.reproduce.verdict import judge, reads, verdict_of
 from synclab.resources import locate
 
 PointRunner = Callable[[Target, Path, Point, Path, Callable[[str], None]], dict]
@@ -239,7 +239,9 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
             progress.advance(task)
     write_points_csv(out / "points.csv", records)
     png = draw(target, records, out / f"{target.id}.png", quick=quick)
-    claims = judge_all(target, records)
+    judged = judge_all(target, records)
+    claims = [c for c, x in zip(judged, target.claims) if x.role == "claim"]
+    checks = [c for c, x in zip(judged, target.claims) if x.role == "calibration"]
     form = target.form(quick)
     calibration = None if scale is None else {"describe": scale.describe(), "scale": scale.scale,
                                               "source": scale.entry.source, "kind": scale.entry.kind}
@@ -264,7 +266,8 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         "host_seconds": sum(r["host_seconds"] for r in records), "estimate_s": form.estimate_s,
         "full_form": {"command": f"synclab reproduce {target.id}", "axes": target.full.axes,
                       "set": target.full.set, "estimate_s": target.full.estimate_s},
-        "claims": claims, "verdict": summarize(claims) if not failures else "failed",
+        "claims": claims, "calibration_checks": checks,
+        "verdict": verdict_of(claims, checks) if not failures else "failed",
         "figure_file": png.name, "notes": target.notes,
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
         # a repeated point's record joins its repeats' codes with ", "

@@ -115,7 +115,11 @@ class Judge(_Strict):
 
 
 class Claim(_Strict):
-    """A number the paper states (or that follows from its numbers by stated arithmetic)."""
+    """A number the paper states (or that follows from its numbers by stated arithmetic).
+
+    ``role: calibration``: not a result but a check that a setting hit what it was set from (a link's fitted
+    a, b against the Fig. 4 values its delay and rate were derived from); judged the same way, reported in its
+    own table and not counted among the claims."""
 
     id: str
     quote: str
@@ -142,6 +146,7 @@ class Claim(_Strict):
     scale: float = Field(1.0, description="SyncLab value x scale before comparing (unit conversion)")
     judge: Judge = Field(default_factory=Judge)
     caveat: str = Field("", description="what, known before running, makes SyncLab differ (C1-C5)")
+    role: Literal["claim", "calibration"] = "claim"
 
     @model_validator(mode="after")
     def _selectors(self) -> Claim:

@@ -246,3 +246,11 @@ def summarize(judged: list[dict[str, Any]]) -> str:
     if all(v in (NOT, TIE) for v in run):
         return NOT
     return PARTLY
+
+
+def verdict_of(claims: list[dict[str, Any]], checks: list[dict[str, Any]]) -> str:
+    """A target's verdict from its claims (:func:`summarize`); calibration checks do not count, except in a target
+    that has nothing else (then its verdict is theirs, marked ``calibration:``)."""
+    if claims or not checks:
+        return summarize(claims)
+    return f"calibration: {summarize(checks)}"

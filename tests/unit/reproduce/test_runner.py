@@ -140,7 +140,7 @@ def test_doc_from_verdicts(tmp_path):
     text = render(collect([out, tmp_path / "missing"]), doc, missing=["other-target"])
     assert doc.read_text() == text
     assert "Quick-form results" in text
-    assert "| [`fake-fig`]" in text and "| quick | 1 / 1 / 0 / 1 | **partly** |" in text
+    assert "| [`fake-fig`]" in text and "| quick | 1 / 1 / 0 / 0 / 1 | — | **partly** |" in text
     assert "| b-over-a: “b is twice a” | §1 | 2 | 2 | **reproduced** |" in text
     assert "`other-target`" in text
     assert (doc.parent / "reproduction" / "fake-fig-quick.png").exists()
@@ -364,3 +364,30 @@ def test_every_point_keeps_how_busy_the_host_was_at_its_worst_repeat(tmp_path):
     text = render(collect([out]), doc)
     assert "| host s | load | busy |" in text and "| 90% |" in text
     assert "busy: the share of the host's cores busy over an emulated point's measured iterations" in text
+
+
+def test_calibration_checks_are_judged_apart_and_not_counted(tmp_path):
+    data = json.loads(json.dumps(TARGET))
+    data["claims"][1]["role"] = "calibration"  # a-at-4: 4 vs 5, partly
+    d = tmp_path / "experiments" / "reproduce"
+    d.mkdir(parents=True)
+    (d / "fake-fig.yaml").write_text(yaml.safe_dump(data))
+    t = load_target(d / "fake-fig.yaml")
+    out = tmp_path / "out"
+    v = run_target(t, tmp_path, out, quick=True, run_point=FakeRunner(), console=Console(quiet=True))
+    assert [c["id"] for c in v["claims"]] == ["b-over-a", "a-at-8"]
+    assert [c["id"] for c in v["calibration_checks"]] == ["a-at-4"]
+    assert v["calibration_checks"][0]["verdict"] == PARTLY
+    assert v["verdict"] == REPRODUCED  # the partly check does not hold the target at partly
+    doc = tmp_path / "docs" / "REPRODUCTION.md"
+    doc.parent.mkdir()
+    text = render(collect([out]), doc)
+    assert "| quick | 1 / 0 / 0 / 0 / 1 | 0 / 1 / 0 / 0 / 0 | **reproduced** |" in text
+    assert "Calibration checks" in text and "| check | source |" in text
+
+
+def test_a_target_of_calibration_checks_only_says_so():
+    from synclab.reproduce.verdict import verdict_of
+
+    assert verdict_of([], [{"verdict": PARTLY}]) == "calibration: partly"
+    assert verdict_of([{"verdict": REPRODUCED}], [{"verdict": "not"}]) == REPRODUCED
