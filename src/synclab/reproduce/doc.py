@@ -124,7 +124,10 @@ def _claims_table(claims: list[dict[str, Any]], what: str) -> list[str]:
             r = c["repeats"]
             value += f" ({_num(min(r['values']))}–{_num(max(r['values']))})"
             settled = f" ({r['agree']}/{len(r['values'])} repeats)"
-        lines.append(f"| {c['id']}: “{c['quote']}” | {c['source']} | {_num(c['paper_value'])}{unit} | "
+        paper = _num(c["paper_value"])
+        if c.get("paper_value_compared") is not None:  # carried to SyncLab's N (MG-WFBP Table 2)
+            paper += f" → {_num(c['paper_value_compared'])}"
+        lines.append(f"| {c['id']}: “{c['quote']}” | {c['source']} | {paper}{unit} | "
                      f"{value}{unit} | **{c['verdict']}**{settled} |")
     return lines + [""]
 

@@ -114,6 +114,26 @@ class Judge(_Strict):
     direction: Literal["above", "below"] | None = None
 
 
+class Table2(_Strict):
+    """Carry the paper's number from the paper's worker count to the point's by MG-WFBP Table 2
+    (:mod:`synclab.reproduce.table2`): a fit on 4 nodes is compared with the paper's 16-GPU a as Table 2's
+    formula puts it at 4 (ring: a = 2(N-1)α)."""
+
+    algorithm: Literal["ring", "binary_tree", "recursive_doubling", "recursive_halving_doubling",
+                       "double_binary_tree"] = "ring"
+    n_paper: int = Field(ge=2, description="the number of workers behind the paper's number")
+    n_axis: str = Field("cluster.workers", description="the axis of the claim's point that gives SyncLab's N")
+    term: Literal["a", "b", "time"] = Field(description="a, b, or time: T(size) = a + b·size")
+    b: float | None = Field(None, gt=0, description="time: the paper's b (s/B), to split a + b·size")
+    size: float | None = Field(None, gt=0, description="time: the message size in bytes")
+
+    @model_validator(mode="after")
+    def _time(self) -> Table2:
+        if self.term == "time" and (self.b is None or self.size is None):
+            raise ValueError("term 'time' needs 'b' and 'size'")
+        return self
+
+
 class Claim(_Strict):
     """A number the paper states (or that follows from its numbers by stated arithmetic).
 
@@ -147,6 +167,8 @@ class Claim(_Strict):
     judge: Judge = Field(default_factory=Judge)
     caveat: str = Field("", description="what, known before running, makes SyncLab differ (C1-C5)")
     role: Literal["claim", "calibration"] = "claim"
+    table2: Table2 | None = Field(None, description="compare with the paper's number carried to the point's N by "
+                                                    "MG-WFBP Table 2")
 
     @model_validator(mode="after")
     def _selectors(self) -> Claim:
@@ -171,6 +193,8 @@ class Claim(_Strict):
                                  "is) judge different claims; give one")
         elif self.at is not None or self.peak_at is not None:
             raise ValueError("'at' and 'peak_at' belong to kind 'max_ratio' only")
+        if self.table2 is not None and (self.kind != "value" or self.table2.n_axis not in self.value.where):
+            raise ValueError(f"'table2' needs kind 'value' whose point names {self.table2.n_axis!r} (its N)")
         return self
 
 

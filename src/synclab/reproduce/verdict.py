@@ -132,6 +132,10 @@ def judge(claim: Claim, rows: list[dict[str, Any]], spread: float | None = None)
     out["synclab_value"] = value
     out["margin"] = margin
     p, j = claim.paper_value, claim.judge
+    carried = ""
+    if claim.table2 is not None:
+        p, carried = _table2(claim)
+        out["paper_value_compared"] = p
     rel = value / p - 1 if p else math.inf
     out["relative_difference"] = rel
     factor = max(value / p, p / value) if value > 0 and p > 0 else math.inf
@@ -150,12 +154,28 @@ def judge(claim: Claim, rows: list[dict[str, Any]], spread: float | None = None)
             why += f"; within the factor {j.partly_factor:g} counted as partly"
     if claim.kind == "max_ratio" and claim.peak_at is not None:
         verdict, why = _judge_peak_place(claim, ratios, verdict, why, margin)
+    if carried:
+        why = f"{carried}. {why}"
     if out.get("over_values"):
         why += f" [{out['over_values']}]"
     if claim.caveat:
         why += f". Known difference: {claim.caveat.strip()}"
     out.update(verdict=verdict, why=why)
     return out
+
+
+def _table2(claim: Claim) -> tuple[float, str]:
+    """The paper's number carried from its worker count to the point's by MG-WFBP Table 2, and how."""
+    from synclab.reproduce.table2 import carry
+
+    t = claim.table2
+    n = int(claim.value.where[t.n_axis])
+    p = carry(claim.paper_value, t.algorithm, t.term, t.n_paper, n, b=t.b, size=t.size)
+    law = {"ring": {"a": "a = 2(N-1)α", "b": "b = (N-1)/N (2β+γ)"}}.get(t.algorithm, {}).get(t.term, "")
+    term = "T(M) = a + b·M, each term by its formula" if t.term == "time" else law or f"its {t.term}"
+    return p, (f"the paper's {_fmt(claim.paper_value)} {claim.unit} is for N = {t.n_paper}; MG-WFBP Table 2's "
+               f"{t.algorithm.replace('_', ' ')} ({term}) puts it at {_fmt(p)} {claim.unit} for SyncLab's N = {n}, "
+               f"the value compared")
 
 
 RATIO_KINDS = ("ratio", "max_ratio", "ratio_growth")
