@@ -21,14 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from synclab.compute.profile import ModelProfile, ModelProfileError, load_model_profile
-from synclab.plans.mgwfbp import (
-    CostModel,
-    algorithm1,
-    iteration_time,
-    optimal_plan,
-    synceasgd_plan,
-    wfbp_plan,
-)
+from synclab.plans.mgwfbp import CostModel, algorithm1, iteration_time, optimal_plan
+from synclab.strategies.mgwfbp import compared_plans
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Plan without a cluster: merge plans and predicted times from a model profile.")
@@ -57,11 +51,8 @@ def mgwfbp_answer(profile: ModelProfile, cost: CostModel, algorithm: Algorithm) 
     return {
         "merged": list(plan.merged_flags()),
         "groups": [list(g) for g in plan.groups],
-        "iteration_seconds": {
-            "wfbp": iteration_time(wfbp_plan(len(sizes)), t_f, t_b, sizes, cost),
-            "synceasgd": iteration_time(synceasgd_plan(len(sizes)), t_f, t_b, sizes, cost),
-            "mgwfbp": iteration_time(plan, t_f, t_b, sizes, cost),
-        },
+        "iteration_seconds": {name: iteration_time(p, t_f, t_b, sizes, cost)
+                              for name, p in compared_plans(len(sizes), plan).items()},
     }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
 from synclab.config.units import parse_duration_s, parse_rate_bps, parse_size_bytes
 
@@ -150,11 +150,43 @@ class DataSpec(_Section):
                                                      "or the whole training split (digits)")
 
 
+def _default_strategy() -> str:
+    from synclab.strategies.registry import DEFAULT_STRATEGY
+
+    return DEFAULT_STRATEGY
+
+
 class StrategySpec(BaseModel):
-    """``name`` plus the strategy's own keys, validated by that strategy's ``Options`` model."""
+    """``name`` plus the strategy's own keys, validated by that strategy's ``Options`` model.
+
+    ``module``: a Python file to import first (its strategies register themselves), for trying a strategy
+    without packaging it; relative to the working directory, kept as an absolute path so every node of
+    the job imports the same file (a container needs it mounted at that path)."""
 
     model_config = ConfigDict(extra="allow")
-    name: str = "ps"
+    name: str = Field(default_factory=_default_strategy)
+    module: str | None = None
+
+    @field_validator("module")
+    @classmethod
+    def _load_module(cls, v):
+        if v is None:
+            return v
+        from synclab.strategies import registry
+
+        path = str(Path(v).expanduser().resolve())
+        try:
+            registry.load_path(path)
+        except registry.StrategyLoadError as e:
+            raise ValueError(str(e)) from None
+        return path
+
+    @model_serializer(mode="wrap")
+    def _without_unset_module(self, handler):
+        data = handler(self)
+        if isinstance(data, dict) and data.get("module") is None:
+            data.pop("module", None)  # resolved specs of packaged strategies stay as they were
+        return data
 
     @model_validator(mode="after")
     def _options(self):

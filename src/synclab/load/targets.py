@@ -128,7 +128,7 @@ class CoordinatorTarget:
         from synclab.roles.coordinator import CoordinatorService, JobState
 
         self.token = token or uuid.uuid4().hex
-        spec = Spec.model_validate({"strategy": {"name": "ps"}})
+        spec = Spec.model_validate({})  # the default strategy: the PS baseline
         self.job = JobState(spec=spec, run_dir=run_dir or Path("."), job_id="load", network_backend="none",
                             link_rate_bps=None, expected={pb.WORKER: users, pb.PS: 0}, state="running")
         self.service = CoordinatorService(self.job)

@@ -10,7 +10,8 @@ same equations (:mod:`synclab.plans.stanza`) on SyncLab's inputs:
 * T_c and T_f (Stanza's CONV and FC compute, eq. 2): T_ps split in the proportion of the checked-in CPU
   profile's ``boundary.conv_seconds`` : ``fc_seconds`` (caveat C1: the CPU's ratio, not the GPU's);
 * A, P_c, P = P_c + P_f: the zoo model's counts (the profile's ``boundary``); K = ``model.batch_size``;
-  B = ``network.rate``; N = ``nodes``; ``strategy.name`` ``stanza`` or ``ps``; ``strategy.reading`` the
+  B = ``network.rate``; N = ``nodes``; ``strategy.name`` one a closed form models (``Strategy.closed_form``:
+  eq. 3 for Stanza, eq. 6 for the PS baseline); ``strategy.reading`` the
   reading of eq. 3/5 (:data:`synclab.plans.stanza.READINGS`, default ``algorithm``).
 
 A point's overrides may name only these keys (:data:`INPUT_KEYS`); anything else is refused, since the
@@ -24,7 +25,24 @@ from pathlib import Path
 from typing import Any
 
 INPUT_KEYS = ("model.name", "model.batch_size", "network.rate", "nodes", "strategy.name", "strategy.reading")
-MODEL_STRATEGIES = ("stanza", "ps")
+
+
+def closed_form(strategy: str) -> str | None:
+    """The Stanza closed form that models ``strategy`` (``Strategy.closed_form``: "eq3" or "eq6"), None if none;
+    ValueError for an unknown strategy."""
+    from synclab.strategies import registry
+
+    try:
+        return registry.get(strategy).closed_form
+    except KeyError as e:
+        raise ValueError(str(e).strip("\"'")) from None
+
+
+def model_strategies() -> list[str]:
+    """The registered strategies a closed form models (the ones ``engine: model`` takes)."""
+    from synclab.strategies import registry
+
+    return [n for n in registry.names() if registry.get(n).closed_form is not None]
 
 
 @dataclass(frozen=True)
@@ -54,8 +72,8 @@ def parse_inputs(overrides: list[str]) -> ModelInputs:
     if missing:
         raise ValueError(f"engine model: the point does not set {', '.join(missing)}")
     strategy, reading = str(got["strategy.name"]), str(got.get("strategy.reading", "algorithm"))
-    if strategy not in MODEL_STRATEGIES:
-        raise ValueError(f"engine model: strategy.name must be one of {', '.join(MODEL_STRATEGIES)}, got {strategy!r}")
+    if strategy not in model_strategies():
+        raise ValueError(f"engine model: strategy.name must be one of {', '.join(model_strategies())}, got {strategy!r}")
     if reading not in READINGS:
         raise ValueError(f"engine model: strategy.reading must be one of {', '.join(READINGS)}, got {reading!r}")
     for key in ("model.batch_size", "nodes"):
@@ -94,7 +112,7 @@ def evaluate(inputs: ModelInputs, compute_s: float, boundary: Any) -> dict[str, 
     total = boundary.conv_seconds + boundary.fc_seconds
     conv_share = boundary.conv_seconds / total
     n, k = inputs.nodes, inputs.batch_size
-    if inputs.strategy == "stanza":
+    if closed_form(inputs.strategy) == "eq3":
         profile = StanzaProfile(conv_time_s=compute_s * conv_share, fc_time_s=compute_s * (1 - conv_share),
                                 activations=boundary.activations_per_sample, batch_size=k,
                                 conv_params=boundary.conv_params, bandwidth_bps=inputs.bandwidth_bps)

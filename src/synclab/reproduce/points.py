@@ -161,7 +161,7 @@ def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: C
         extra["fit_sizes_bytes"] = f["sizes"]
         extra["fit_median_s"] = [t / point.dilation for t in f["median_seconds"]]
         row["smallest_allreduce_s"] = extra["fit_median_s"][0]  # a without the fit's leverage
-    if target.paper == "Stanza" and summary.get("strategy") in ("ps", "stanza"):
+    if target.paper == "Stanza" and _closed_form(summary.get("strategy")):
         try:  # Stanza Fig. 6b/c bytes and Fig. 7's eq. 3/6 (synclab.reproduce.stanza_data)
             row.update(_stanza_metrics(target, root, point, run_dir, summary, plan))
         except (ValueError, KeyError, OSError) as e:  # the other metrics stand; claims on these are "not run"
@@ -233,3 +233,14 @@ def run_modelled(target: Target, root: Path, point: Point, run_dir: Path, log: C
 
 
 RUNNERS = {"emulate": run_emulated, "simulate": run_simulated, "model": run_modelled}
+
+
+def _closed_form(strategy: str | None) -> str | None:
+    """The Stanza closed form of a recorded run's strategy (``Strategy.closed_form``); None for none or an
+    unknown name."""
+    from synclab.reproduce.perfmodel import closed_form
+
+    try:
+        return closed_form(strategy) if strategy else None
+    except ValueError:
+        return None

@@ -1,4 +1,5 @@
-"""Stanza Fig. 6 (b, c) and Fig. 7 metrics of one emulated ``ps`` or ``stanza`` run, from its records.
+"""Stanza Fig. 6 (b, c) and Fig. 7 metrics of one emulated run of a strategy a Stanza closed form models
+(``Strategy.closed_form``: the PS baseline, eq. 6, or Stanza, eq. 3), from its records.
 
 Stanza §6.3 defines the byte panels; SyncLab measures them from the payload bytes each worker counted per
 iteration (``iterations.csv``, tensor bytes only, 4 B per fp32 value as the paper counts) and each PS
@@ -32,6 +33,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from synclab.reproduce.perfmodel import closed_form
+
 IMAGENET12_TRAIN_IMAGES = 1_281_167  # ILSVRC-2012 training set [external]; gives the paper's 1251 (8 x 128)
 MB = 1e6
 
@@ -59,7 +62,8 @@ def data_metrics(rows: Iterable[Any], summary: dict, plan: dict | None, boundary
         raise ValueError("the workers processed no samples")
     out = {"data_mb_per_iteration": per_iteration / MB, "global_batch": samples,
            "total_data_mb_per_epoch": per_iteration * (IMAGENET12_TRAIN_IMAGES // int(round(samples))) / MB}
-    if strategy == "stanza":
+    form = closed_form(strategy)
+    if form == "eq3":
         roles = (plan or {}).get("roles") or {}
         fc_ranks = {int(name.removeprefix("worker")) for name, role in roles.items() if role == "fc"}
         if not fc_ranks:
@@ -67,7 +71,7 @@ def data_metrics(rows: Iterable[Any], summary: dict, plan: dict | None, boundary
         if len(fc_ranks) == 1:  # with n_f > 1 the FC workers' own all-reduce would be counted twice
             fc = [r for r in rows if r.rank in fc_ranks]
             out["fc_data_mb_per_iteration"] = sum(r.bytes_sent + r.bytes_received for r in fc) / iterations / MB
-    elif strategy == "ps":
+    elif form == "eq6":
         total = boundary.conv_params + boundary.fc_params
         out["fc_data_mb_per_iteration"] = per_iteration * boundary.fc_params / total / MB
     return out
@@ -78,14 +82,14 @@ def model_metrics(summary: dict, plan: dict | None, boundary: Any) -> dict[str, 
     the constants the emulation replayed (see the module docstring); empty for another strategy."""
     from synclab.plans.stanza import PsProfile, StanzaProfile, ps_iteration_time, stanza_iteration_time
 
-    strategy = summary["strategy"]
-    if strategy not in ("ps", "stanza"):
+    form = closed_form(summary["strategy"])
+    if form is None:
         return {}
     rate, scale = summary.get("link_rate_bps"), summary.get("compute_scale")
     if not rate or not scale or summary.get("compute_mode") != "replay":
         raise ValueError("eq. 3/6 need a replayed run (compute_scale) on a shaped link (link_rate_bps)")
     k = int(summary["batch_size"])
-    if strategy == "ps":
+    if form == "eq6":
         profile = PsProfile(compute_time_s=float(summary["compute_replay_seconds"]),
                             params=boundary.conv_params + boundary.fc_params, batch_size=k, bandwidth_bps=rate)
         return {"model_iteration_s": ps_iteration_time(int(summary["workers"]), int(summary["ps_shards"]), profile)}

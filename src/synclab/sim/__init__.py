@@ -7,8 +7,9 @@ Writes the run-record subset ``synclab report`` reads, marked ``"simulated": tru
 
 - :mod:`~synclab.sim.network`: NICs, flows, links (the fluid network model).
 - :mod:`~synclab.sim.nodes`: the cluster, the ring all-reduce, the comm thread, replayed compute and gates.
-- :mod:`~synclab.sim.strategies`: what each strategy does (ring, PS in every server mode, SSD-SGD, ASGD).
-- :mod:`~synclab.sim.stanza`: Stanza's CONV and FC workers, their messages, recursive doubling.
+- :mod:`~synclab.sim.strategies`: the stock strategy models (ring, PS in every server mode, scheduled pulls).
+- :mod:`~synclab.sim.split_roles`: CONV and FC workers (Stanza), their messages, recursive doubling.
+- :mod:`~synclab.sim.api`: what a strategy's own simulator model (``OwnModel``) may use.
 - :mod:`~synclab.sim.run`: :func:`simulate`, a spec in, a :class:`SimResult` out.
 - :mod:`~synclab.sim.records`: the run records and the sweep CSV/PNG.
 """

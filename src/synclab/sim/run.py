@@ -6,7 +6,8 @@ profile is the one replay would use (``compute.profile``, else
 :func:`synclab.compute.resolve.resolve_compute`), times × ``compute.scale``; the links
 are ``network.profile`` / ``network.rate``+``delay`` with per-role overrides
 (:func:`synclab.netem.profile.resolve_for_role`); the plans come from the strategies'
-own ``make_plan`` and planning functions (:mod:`synclab.sim.strategies`).
+own ``make_plan`` and planning functions, the model from the strategy's own declaration
+(``Strategy.sim_model``, :mod:`synclab.strategies.simmodel`, implemented in :mod:`synclab.sim.strategies`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import simpy
 from synclab.config import Spec, SpecError, parse_spec
 from synclab.sim.network import HostCpu, Network, goodput_at  # noqa: F401 (re-exported)
 from synclab.sim.nodes import Cluster, SimWorker, ring_allreduce
-from synclab.sim.strategies import (OTHER_STRATEGIES, PS_STRATEGIES, RING_STRATEGIES, UNSUPPORTED, SimShard,
-                                    mgwfbp_fit, model_for)
+from synclab.sim.strategies import SimShard, fit_ring_cost, model_for
+from synclab.strategies.simmodel import ParameterServer, RingAllReduce, SimModel, SplitRoles
 
 # The per-message start-up cost a (seconds). Source: the MG-WFBP fit of `synclab run` with strategy
 # mgwfbp (plans/mgwfbp.py fit_cost_model, recorded in plan.json) on this 2-core VM, re-measured
@@ -51,10 +52,10 @@ DEFAULT_SERIAL_S_PER_BYTE = 0.23e-9
 # The worker runtime's own host time per tensor beside the ring, for the all-reduce strategies (session 13,
 # issue 14): handing the gradient to the communication thread, flattening or copying it, the send_start /
 # send_end events, the update call (replay: a time.sleep of the tensor's update share, which Linux ends late),
-# the gate (mark_fresh and its event). Two paths: ``wfbp`` does all of it per tensor around one all-reduce per
-# tensor; the grouped strategies (``synceasgd``, and ``mgwfbp``/``mgwfbp-opt``/``local``, whose per-tensor
-# work after a group's all-reduce is the same sgd_ + mark_fresh loop) copy each gradient into the group's
-# buffer and update tensor by tensor after the group's ring. Source: `experiments/per_tensor_cost.py` (the real
+# the gate (mark_fresh and its event). Two paths (``SimModel.host_path``): "per-tensor" (WFBP) does all of it
+# per tensor around one all-reduce per tensor; "grouped" (SyncEASGD, and MG-WFBP's merged groups and the local
+# reference, whose per-tensor work after a group's all-reduce is the same sgd_ + mark_fresh loop) copies each
+# gradient into the group's buffer and updates tensor by tensor after the group's ring. Source: `experiments/per_tensor_cost.py` (the real
 # Wfbp / SyncEasgd and ReplayEngine in one process, world = 1 so the ring returns at once; ResNet-50 replay
 # x0.01, 161 tensors; the host seconds beyond the replayed update share, per tensor, mean of D = 1, 2, 4, 8)
 # on this 2-core VM, 2026-11-26 09:22 UTC, 30 iterations, under the host's emulation lock (no emulation beside
@@ -64,7 +65,7 @@ DEFAULT_SERIAL_S_PER_BYTE = 0.23e-9
 # The emulated runs agree in size: `wfbp` spent 0.10, 0.09, 0.06 ms of the emulated clock per tensor between
 # its all-reduces at 2, 4, 8 workers (D = 2, 4, 8; runs/sim-vs-emu-s11), the simulator 0.003 ms.
 # Used only with ``host_cores`` (HostCpu.tensor_s: a job of the host's cores after each tensor's update).
-DEFAULT_TENSOR_S = {"wfbp": 140e-6, "grouped": 120e-6}
+DEFAULT_TENSOR_S = {"per-tensor": 140e-6, "grouped": 120e-6}
 
 # The share of a link's rate that carries message bytes. The profiles' rate is the wire rate in L2 bytes
 # (netem/profiles/*.yaml: "wire rate, L2 bytes; TCP goodput ~0.957x"; tbf counts whole frames): a full
@@ -75,18 +76,38 @@ PAYLOAD_SHARE = 1448 / 1514
 EVENT_CAP = 2_000_000  # per-tensor events and spans beyond this many rows are not recorded
 
 
-def tensor_s_for(strategy: str) -> float:
-    """The measured per-tensor host seconds of ``strategy``'s path (:data:`DEFAULT_TENSOR_S`); 0 for strategies
-    whose per-tensor work is not modelled (the PS family, Stanza)."""
-    if strategy == "wfbp":
-        return DEFAULT_TENSOR_S["wfbp"]
-    if strategy in ("synceasgd", "mgwfbp", "mgwfbp-opt", "local"):
-        return DEFAULT_TENSOR_S["grouped"]
-    return 0.0
+def tensor_s_for(model: SimModel) -> float:
+    """The measured per-tensor host seconds of the model's path (:data:`DEFAULT_TENSOR_S`, by
+    ``model.host_path``); 0 for models whose per-tensor work is not modelled (PS, split roles)."""
+    path = model.host_path
+    return 0.0 if path is None else DEFAULT_TENSOR_S[path]
 
 
 class UnsupportedStrategy(SpecError):
-    """The simulator does not model this strategy (yet)."""
+    """The strategy declares no simulator model."""
+
+
+HOW_TO_ADD_A_MODEL = (
+    "set `sim_model` on the strategy class: a stock model with its parameters from synclab.strategies.simmodel "
+    "(RingAllReduce, ParameterServer, SplitRoles) or OwnModel(factory), whose factory gets a "
+    "synclab.sim.api.ModelApi (docs/how-to/add-a-strategy.md)")
+
+
+def model_of(name: str) -> SimModel:
+    """The simulator model strategy ``name`` declares; :class:`UnsupportedStrategy` (saying how to add one)
+    when it declares none."""
+    from synclab.strategies import registry
+
+    model = registry.get(name).sim_model
+    if model is None:
+        modelled = [n for n in registry.names() if registry.get(n).sim_model is not None]
+        raise UnsupportedStrategy(f"strategy.name: {name!r} has no simulator model, so `synclab simulate` cannot "
+                                  f"run it (`synclab run` can). To add one, {HOW_TO_ADD_A_MODEL}. Modelled: "
+                                  f"{', '.join(modelled)}")
+    if not isinstance(model, SimModel):
+        raise UnsupportedStrategy(f"strategy.name: {name!r} declares sim_model = {model!r}, not a "
+                                  f"synclab.strategies.simmodel.SimModel; {HOW_TO_ADD_A_MODEL}")
+    return model
 
 
 @dataclass
@@ -112,12 +133,7 @@ def prepare(spec: Spec) -> tuple[Spec, list[str]]:
     """The spec with its replay profile inline (a ``real`` spec is simulated from the same profile)."""
     from synclab.compute.resolve import resolve_compute
 
-    name = spec.strategy.name
-    if name in UNSUPPORTED:
-        raise UnsupportedStrategy(f"strategy.name: the simulator does not model {name!r} yet ({UNSUPPORTED[name]}); "
-                                  f"it models {', '.join(RING_STRATEGIES + PS_STRATEGIES + OTHER_STRATEGIES)}")
-    if name not in RING_STRATEGIES + PS_STRATEGIES + OTHER_STRATEGIES:
-        raise UnsupportedStrategy(f"strategy.name: the simulator does not model {name!r}")
+    model_of(spec.strategy.name)
     notes = []
     if spec.compute.mode != "replay":
         data = spec.to_dict()
@@ -264,18 +280,19 @@ class Simulation:
         s = spec
         self.name = s.strategy.name
         cls = registry.get(self.name)
+        self.model = model = model_of(self.name)
         self.options = s.strategy.options
         self.world = 1 if cls.single_process else (workers or s.cluster.workers)
         self.iterations = s.run.iterations
         self.env = simpy.Environment()
         self.rng = random.Random(s.run.seed)
         # all ranks of a ring strategy are identical: rank 0 simulated, the others mirror it
-        self.mirror = self.name in RING_STRATEGIES
+        self.mirror = model.mirrors_ranks
         host_cpu = None
         if host_cores is not None:  # the emulator's one host: every node's data plane on `host_cores` cores
             host_cpu = HostCpu(host_cores, cpu_s_per_byte, serial_s_per_byte=serial_s_per_byte,
                                dilation=s.run.dilation,
-                               tensor_s=tensor_s_for(self.name) if tensor_s is None else tensor_s,
+                               tensor_s=tensor_s_for(model) if tensor_s is None else tensor_s,
                                mirrored=self.world if self.mirror and self.world > 1 else 1,
                                ring_goodput=ring_goodput_for(ring_goodput, self.world))
         self.net = Network(self.env, self.rng, host_cpu)
@@ -315,27 +332,26 @@ class Simulation:
         self.plan = None
         self.parts_of: list[list] = [[] for _ in infos]
         self.shards: list[SimShard] = []
-        if self.name in PS_STRATEGIES:
+        if not isinstance(model, RingAllReduce):  # the strategy's own plan (a ring's groups are planned in the run)
             self.plan = cls.make_plan(infos, ps_shards=s.cluster.ps_shards, workers=self.world, seed=s.run.seed,
                                       options=self.options)
+        if isinstance(model, ParameterServer):
             for p in self.plan.partitions:
                 self.parts_of[self.index_of[p.key]].append(p)
             self.shards = [SimShard(self, k) for k in range(s.cluster.ps_shards)]
         n_sim = 1 if self.mirror else self.world
         worker_cls = SimWorker
-        if self.name == "stanza":  # CONV and FC workers run their own split passes (synclab.sim.stanza)
-            from synclab.sim.stanza import StanzaWorker
+        if isinstance(model, SplitRoles):  # CONV and FC workers run their own split passes
+            from synclab.sim.split_roles import SplitRolesWorker
 
             if profile.boundary is None:
-                raise SpecError(f"strategy.name: stanza needs the model profile's 'boundary' (A, T_c, T_f); "
+                raise SpecError(f"strategy.name: {self.name} needs the model profile's 'boundary' (A, T_c, T_f); "
                                 f"the profile of {profile.model!r} has none")
-            self.plan = cls.make_plan(infos, ps_shards=s.cluster.ps_shards, workers=self.world, seed=s.run.seed,
-                                      options=self.options)
-            worker_cls = StanzaWorker
+            worker_cls = SplitRolesWorker
         self.workers = [worker_cls(self, r) for r in range(n_sim)]
-        model = model_for(self.name)
+        make = model_for(model)
         for w in self.workers:
-            w.strategy = model(self, w, self.name)
+            w.strategy = make(self, w)
         self.cost = None
         self.cost_fit: dict | None = None
         self.plan_record: dict | None = None
@@ -373,8 +389,8 @@ class Simulation:
 
     def run(self) -> SimResult:
         t0 = time.perf_counter()
-        if self.name.startswith("mgwfbp") and self.world > 1:
-            mgwfbp_fit(self, self._start_workers)
+        if getattr(self.model, "fit_cost_model", False) and self.world > 1:
+            fit_ring_cost(self, self._start_workers)
         else:
             from synclab.plans.mgwfbp import CostModel
 

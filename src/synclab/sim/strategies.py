@@ -1,20 +1,22 @@
-"""What each strategy does with a gradient, on the simulated clock — with the strategies' own plans.
+"""The stock strategy models on the simulated clock, one per kind of :mod:`synclab.strategies.simmodel`.
 
-Plans come from the code the real strategies call: ``Ps.make_plan``/``P3.make_plan``
-(KVStore placement, P3 slices and priorities: :mod:`synclab.plans.sharding`,
-:mod:`synclab.plans.slicing`), and for MG-WFBP :func:`synclab.plans.mgwfbp.fit_cost_model`,
-:func:`~synclab.plans.mgwfbp.algorithm1` / :func:`~synclab.plans.mgwfbp.optimal_plan` on
-t_b from :func:`synclab.compute.profile.backward_times`.
+A strategy declares its model (``Strategy.sim_model``) with its own parameters; :func:`model_for` maps the
+declaration to the implementation here. Plans come from the code the real strategies call (their
+``make_plan``: KVStore placement, P3 slices and priorities, :mod:`synclab.plans.sharding`,
+:mod:`synclab.plans.slicing`), and a merged ring's groups from the planner the strategy names (MG-WFBP's
+:func:`~synclab.plans.mgwfbp.algorithm1` or :func:`~synclab.plans.mgwfbp.optimal_plan`) on T(M) = a + b·M
+fitted by :func:`synclab.plans.mgwfbp.fit_cost_model` and t_b from
+:func:`synclab.compute.profile.backward_times`.
 
-Modelled: ``local`` (no communication), ``wfbp`` (MG-WFBP §2.3), ``synceasgd`` (§2.4),
-``mgwfbp`` / ``mgwfbp-opt`` (§4–5, Algorithm 2: a simulated fit of T(M) = a + b·M at setup,
-P profiling iterations as WFBP, the plan broadcast as a ring all-reduce, then merged groups),
-``ps`` (P3 §4.1: push, aggregate, update, notify, pull) and ``p3`` / ``p3-slicing`` (P3 §4.2:
-slices, priority queues at worker and server, broadcast), ``ssdsgd`` (SSD-SGD §3, Algorithm 1:
-:class:`~synclab.plans.ssdsgd.SsdSchedule` decides per iteration between the warm-up's push + pull and
-the push + local update with a pull every k iterations, shards in ``pull`` mode), ``asgd`` (push, then
-pull, shards in ``async`` mode applying each push alone) and ``stanza`` (:mod:`synclab.sim.stanza`).
-:data:`UNSUPPORTED` names what is not modelled (nothing, now).
+- :class:`RingModel` (``RingAllReduce``): per-tensor all-reduces (MG-WFBP §2.3), one whole-model all-reduce
+  (§2.4), or merged groups (§4–5, Algorithm 2: a simulated fit at setup, P profiling iterations per tensor,
+  the plan broadcast as a ring all-reduce, then the groups); :class:`LocalModel` without communication.
+- :class:`PsModel` (``ParameterServer``): push, aggregate, update, then notify + pull or broadcast as the plan's
+  ``server_mode`` says (P3 §4.1–4.2); :class:`AsgdModel` pushes then pulls (shards in ``async`` mode);
+  :class:`SsdModel` follows the strategy's schedule (SSD-SGD §3, Algorithm 1: warm-up push + pull, then push
+  + local update with a pull every k iterations, shards in ``pull`` mode).
+- ``SplitRoles``: CONV and FC workers (:mod:`synclab.sim.split_roles`).
+- ``OwnModel``: the strategy's own factory, called with a :class:`synclab.sim.api.ModelApi`.
 """
 
 from __future__ import annotations
@@ -23,24 +25,21 @@ import statistics
 from collections.abc import Callable
 
 from synclab.compute.profile import backward_times
-from synclab.plans.mgwfbp import algorithm1, fit_cost_model, fit_sizes, group_layout, optimal_plan
-
-UNSUPPORTED: dict[str, str] = {}  # strategy -> why the simulator does not model it
-RING_STRATEGIES = ("local", "wfbp", "synceasgd", "mgwfbp", "mgwfbp-opt")
-PS_STRATEGIES = ("ps", "p3", "p3-slicing", "ssdsgd", "asgd")
-OTHER_STRATEGIES = ("stanza",)
+from synclab.plans.mgwfbp import fit_cost_model, fit_sizes, group_layout
+from synclab.sim.api import ModelApi, update_tensors
+from synclab.strategies.simmodel import OwnModel, ParameterServer, RingAllReduce, SimModel, SplitRoles
 
 
 class RingModel:
-    """``wfbp`` / ``synceasgd`` / ``mgwfbp``: merge groups, each one ring all-reduce on the comm thread."""
+    """``RingAllReduce``: merge groups, each one ring all-reduce on the comm thread."""
 
-    def __init__(self, sim, worker, name: str):
-        self.sim, self.w, self.name = sim, worker, name
+    def __init__(self, sim, worker, model: RingAllReduce):
+        self.sim, self.w, self.model = sim, worker, model
         n = len(sim.numels)
-        self.groups: list[tuple[int, ...]] | None = None  # None: WFBP (one tensor per all-reduce)
-        if name == "synceasgd":  # one group: all-reduced once the last gradient (backward's end) is in
+        self.groups: list[tuple[int, ...]] | None = None  # None: one tensor per all-reduce (WFBP)
+        if model.groups == "whole-model":  # one group: all-reduced once the last gradient (backward's end) is in
             self.groups = [tuple(range(n - 1, -1, -1))]
-        self.profile_iterations = sim.options.profile_iterations if name.startswith("mgwfbp") else 0
+        self.profile_iterations = sim.options.profile_iterations if model.groups == "merged" else 0
         self._samples: list[tuple[float, list[float]]] = []
         self._use(self.groups)
 
@@ -87,23 +86,8 @@ class RingModel:
 
         sim.ring(sum(sim.numels[t] for t in tensors), reduced)
 
-    def _updates(self, it: int, tensors: list[int], done, i: int = 0) -> None:
-        """The worker-side optimizer step per tensor (its share of update_seconds), then, with the emulator's
-        host modelled, the runtime's own work on that tensor (:meth:`~synclab.sim.network.Network.tensor_job`),
-        then its gate opens; ``tensors[i:]`` are still to do."""
-        if i == len(tensors):
-            done()
-            return
-        t = tensors[i]
-        net = self.sim.net
-
-        def updated() -> None:
-            self.w.mark_fresh(t, it)
-            self._updates(it, tensors, done, i + 1)
-
-        start = self.sim.env.now
-        net.after(self.sim.update_s[t], lambda: (self.sim.span(0, "update", it, start, self.sim.env.now),
-                                                 net.tensor_job(updated)))
+    def _updates(self, it: int, tensors: list[int], done) -> None:
+        update_tensors(self.sim, self.w, it, tensors, done)
 
     def on_backward_end(self, it: int) -> None:
         if self.profile_iterations and it <= self.profile_iterations:  # §5.1: rank 0's stopwatch
@@ -118,7 +102,7 @@ class RingModel:
         t_f = statistics.median(s[0] for s in self._samples)
         t_b = [statistics.median(s[1][i] for s in self._samples) for i in range(len(sim.numels))]
         sizes = [n * sim.elem_bytes for n in sim.numels]
-        choose = optimal_plan if self.name == "mgwfbp-opt" else algorithm1
+        choose = self.model.planner
         plan = choose(t_f, t_b, sizes, sim.cost)
         sim.plan_record = {"algorithm": choose.__name__, "a": sim.cost.a, "b": sim.cost.b, "t_f": t_f,
                            "groups": [list(g) for g in plan.groups], "cost_fit": sim.cost_fit}
@@ -126,8 +110,8 @@ class RingModel:
         sim.ring(len(sim.numels), lambda: (self._use(list(plan.groups)), done()), elem_bytes=4)
 
 
-def mgwfbp_fit(sim, then: Callable[[], None]) -> None:
-    """The ``mgwfbp`` setup on the simulated cluster: timed ring all-reduces of ``fit_sizes`` (an untimed
+def fit_ring_cost(sim, then: Callable[[], None]) -> None:
+    """The setup of a merged ring (``RingAllReduce(fit_cost_model=True)``, MG-WFBP §5) on the simulated cluster: timed ring all-reduces of ``fit_sizes`` (an untimed
     round first), per-size medians fitted by :func:`fit_cost_model` (eq. 10, Fig. 4); sizes in bytes."""
     opts = sim.options
     sizes = opts.fit_sizes_params or fit_sizes(sum(sim.numels))
@@ -154,7 +138,7 @@ def mgwfbp_fit(sim, then: Callable[[], None]) -> None:
 
 
 class LocalModel(RingModel):
-    """``local``: one process computes the global batch and updates; no communication."""
+    """``RingAllReduce(groups="none")``: one process computes the global batch and updates; no communication."""
 
     def on_gradient(self, it: int, i: int) -> None:
         pass
@@ -164,9 +148,10 @@ class LocalModel(RingModel):
 
 
 class PsModel:
-    """``ps`` (notify + pull) and ``p3`` (slices, priorities, broadcast): one per worker, sharing the shards."""
+    """``ParameterServer``: push; notify + pull or broadcast (slices, priorities) as the plan says. One per worker,
+    sharing the shards."""
 
-    def __init__(self, sim, worker, name: str):
+    def __init__(self, sim, worker, model: ParameterServer):
         self.sim, self.w = sim, worker
         self.broadcast = sim.plan.server_mode == "broadcast"
         self._landing: dict[tuple[int, int], int] = {}
@@ -244,7 +229,7 @@ class PsModel:
 
 
 class AsgdModel(PsModel):
-    """``asgd``: push a gradient, then pull it on the same stream (the reply includes the push); the gate
+    """``ParameterServer(client="push-pull")``: push a gradient, then pull it on the same stream (the reply includes the push); the gate
     opens when this worker's own round trip is back — it never waits for another worker."""
 
     def on_gradient(self, it: int, i: int) -> None:
@@ -253,17 +238,15 @@ class AsgdModel(PsModel):
 
 
 class SsdModel(PsModel):
-    """``ssdsgd`` (``strategies.ssdsgd.SsdSgd``): on the communication thread, per gradient, the push, then
+    """``ParameterServer(client="scheduled-pull")`` (e.g. SSD-SGD): on the communication thread, per gradient, the push, then
     in the warm-up a pull into the live tensor; after it the GLU local update (the tensor's
     ``update_seconds`` share on the communication thread, as replay's ``update`` sleeps there), the gate
     opens, and every k-th iteration a pull into w'. A local update whose w' is still being pulled waits
     until the other pushes of backward have left (``on_backward_end``), then for its pull."""
 
-    def __init__(self, sim, worker, name: str):
-        super().__init__(sim, worker, name)
-        from synclab.plans.ssdsgd import SsdSchedule
-
-        self.schedule = SsdSchedule(sim.options.warmup, sim.options.k)
+    def __init__(self, sim, worker, model: ParameterServer):
+        super().__init__(sim, worker, model)
+        self.schedule = model.schedule(sim.options)
         self._into: set[tuple[int, int]] = set()         # (iteration, index) pulled into w', not the live tensor
         self._pending: dict[int, list[Callable[[], None]]] = {}  # index -> waiters for its pull into w'
         self._parked: list[tuple[int, int]] = []
@@ -462,19 +445,17 @@ class SimShard:
                               lambda: w.strategy.on_params(p, it), p.priority)
 
 
-def model_for(name: str):
-    if name == "local":
-        return LocalModel
-    if name in RING_STRATEGIES:
-        return RingModel
-    if name == "asgd":
-        return AsgdModel
-    if name == "ssdsgd":
-        return SsdModel
-    if name in PS_STRATEGIES:
-        return PsModel
-    if name == "stanza":
-        from synclab.sim.stanza import StanzaWorker  # noqa: F401  (the worker is the model: see run.py)
-
-        return lambda sim, worker, name: None
-    raise KeyError(name)
+def model_for(model: SimModel) -> Callable:
+    """The factory ``(sim, worker) -> strategy model`` of a declared model (None where the worker class is the
+    model: ``SplitRoles``, :mod:`synclab.sim.split_roles`)."""
+    if isinstance(model, RingAllReduce):
+        impl = LocalModel if model.groups == "none" else RingModel
+        return lambda sim, worker: impl(sim, worker, model)
+    if isinstance(model, ParameterServer):
+        impl = {"push": PsModel, "push-pull": AsgdModel, "scheduled-pull": SsdModel}[model.client]
+        return lambda sim, worker: impl(sim, worker, model)
+    if isinstance(model, SplitRoles):
+        return lambda sim, worker: None
+    if isinstance(model, OwnModel):
+        return lambda sim, worker: model.factory(ModelApi(sim, worker))
+    raise TypeError(f"unknown simulator model {model!r}: use one of synclab.strategies.simmodel")

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from synclab.strategies.ps import PsStrategy
 from synclab.strategies.registry import register
+from synclab.strategies.simmodel import ParameterServer
 
 
 @register
 class Asgd(PsStrategy):
     name = "asgd"
     server_mode = "async"
+    sim_model = ParameterServer(client="push-pull")
     lockstep = False  # no worker waits for another (the summary counts each worker's own pace)
 
     def on_gradient(self, iteration, index, grad):

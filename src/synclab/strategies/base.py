@@ -15,6 +15,10 @@ compute both implement; its optimizer steps go through ``ctx.update``/``ctx.sgd_
 The plan (placement, merge plan, slice map...) is computed once by rank 0 from
 the parameter list (:meth:`Strategy.make_plan`), published through the
 coordinator, and handed to every worker and PS shard.
+
+What the simulator does with the strategy is declared on the class too (``sim_model``, a
+:mod:`synclab.strategies.simmodel` object), as are the properties other layers ask about
+(``lockstep``, ``needs_ps``, ``closed_form``...): nothing outside this package tests a strategy's name.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from synclab.compute.engine import EngineBase
 from synclab.core import IterationTiming, ParamInfo
 from synclab.plans.schema import Plan
 from synclab.ps.optimizer import sgd_momentum_
+from synclab.strategies.simmodel import SimModel
 from synclab.transport.inbox import Inbox
 from synclab.transport.link import Link
 
@@ -95,6 +100,13 @@ class Strategy(ABC):
     # cluster moves at the slowest worker's pace; False where workers run on at their own pace between
     # synchronizations (asgd; ssdsgd's local iterations): synclab.report.summary.compute_summary(lockstep=).
     lockstep: ClassVar[bool] = True
+    # How `synclab simulate` models this strategy (synclab.strategies.simmodel): a stock model with this
+    # strategy's parameters, or OwnModel(factory). None: the emulator only; the simulator refuses it.
+    sim_model: ClassVar[SimModel | None] = None
+    # The closed-form iteration-time model of the Stanza paper that describes this strategy, for
+    # synclab.reproduce's model columns: "eq3" (CONV/FC split, Stanza eq. 2-5) or "eq6" (the PS baseline,
+    # eq. 6-7); None: no closed form.
+    closed_form: ClassVar[str | None] = None
 
     def __init__(self, ctx: WorkerContext):
         self.ctx = ctx

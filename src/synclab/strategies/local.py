@@ -10,6 +10,7 @@ import torch
 
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
+from synclab.strategies.simmodel import RingAllReduce
 
 
 @register
@@ -17,6 +18,7 @@ class Local(Strategy):
     name = "local"
     single_process = True
     checkpointable = True
+    sim_model = RingAllReduce(groups="none")  # no communication; the update after backward
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)

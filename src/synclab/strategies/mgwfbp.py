@@ -43,7 +43,7 @@ import os
 import statistics
 import time
 from concurrent.futures import Future
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -66,16 +66,34 @@ from synclab.plans.mgwfbp import (
     wfbp_plan,
 )
 from synclab.core import ParamInfo
-from synclab.plans.schema import MgWfbpPlan
+from synclab.plans.schema import Plan
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
+from synclab.strategies.simmodel import RingAllReduce
 
 # strategy.name's plan: Algorithm 1 as printed, or the exact minimum of eq. 24
 PLAN_OF_ALGORITHM = {"paper": "mgwfbp", "optimal": "mgwfbp-opt"}
+
+
+def compared_plans(tensors: int, plan: MergePlan) -> dict[str, MergePlan]:
+    """The merge plans MG-WFBP sets against each other (Fig. 8/9), by the strategy that sends them:
+    layer-wise (WFBP, §2.3), one group (SyncEASGD, §2.4) and ``plan`` (MG-WFBP's own)."""
+    return {"wfbp": wfbp_plan(tensors), "synceasgd": synceasgd_plan(tensors), "mgwfbp": plan}
+
+
 # below this R² the fit is logged as poor (a warning, never an error: the plan is still derived)
 POOR_FIT_R2 = 0.9
 
 log = logging.getLogger(__name__)
+
+
+class MgWfbpPlan(Plan):
+    """The published placeholder; rank 0 measures, merges and records the merge plan in plan.json (§5)."""
+
+    strategy: str
+    algorithm: Literal["paper", "optimal"]
+    profile_iterations: int = Field(ge=1)
+    status: str
 
 
 class MgWfbpOptions(BaseModel):
@@ -104,6 +122,8 @@ class MgWfbp(Strategy):
     Plan = MgWfbpPlan
     checkpointable = True
     plan_algorithm: ClassVar[str] = "paper"
+    # Algorithm 2: WFBP while profiling, then Algorithm 1's groups, on a T(M) = a + b·M fitted at setup (eq. 10)
+    sim_model = RingAllReduce(groups="merged", planner=algorithm1, fit_cost_model=True)
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards, workers, seed, options):
@@ -327,3 +347,4 @@ class MgWfbpOpt(MgWfbp):
 
     name = "mgwfbp-opt"
     plan_algorithm = "optimal"
+    sim_model = RingAllReduce(groups="merged", planner=optimal_plan, fit_cost_model=True)

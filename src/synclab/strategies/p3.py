@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from synclab.plans.sharding import Partition
 from synclab.plans.slicing import DEFAULT_SLICE_PARAMS, slice_tensors
 from synclab.core import ParamInfo
-from synclab.plans.schema import P3Plan
+from synclab.plans.schema import ServerPlan
 from synclab.strategies.ps import PsStrategy
 from synclab.strategies.registry import register
 
@@ -58,6 +58,12 @@ def p3_partitions(params: list[ParamInfo], *, shards: int, slice_params: int, pr
     return [Partition(params[s.key].name, s.slice_index, s.offset, s.length, s.shard,
                       params[s.key].layer if prioritized else 0)
             for s in slices]
+
+
+class P3Plan(ServerPlan):
+    """The KVStore placement of P3's slices (§4.2) and the slice size they were cut at."""
+
+    slice_params: int = Field(ge=1)
 
 
 @register

@@ -25,6 +25,7 @@ from synclab.plans.sharding import Partition, kvstore_partitions
 from synclab.core import ParamInfo
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
+from synclab.strategies.simmodel import ParameterServer
 from synclab.transport.inbox import TensorSink
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId, Received
@@ -208,6 +209,7 @@ class PsStrategy(Strategy):
     whether a NOTIFY triggers a pull (``pull_on_notify``)."""
 
     needs_ps = True
+    sim_model = ParameterServer()  # push; the plan's server_mode decides notify + pull or broadcast
     Plan = ServerPlan
     pull_on_notify: ClassVar[bool] = False
 
@@ -244,5 +246,6 @@ class PsStrategy(Strategy):
 class ParameterServerBaseline(PsStrategy):
     name = "ps"
     server_mode = "notify-pull"
+    closed_form = "eq6"  # Stanza's model of this baseline (§3.2, eq. 6-7)
     checkpointable = True   # the optimizer state lives on the shards (Shard.state_dict)
     pull_on_notify = True

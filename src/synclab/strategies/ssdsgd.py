@@ -47,13 +47,21 @@ from concurrent.futures import Future
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from synclab.plans.schema import SsdPlan
+from synclab.plans.schema import ServerPlan
 from synclab.plans.ssdsgd import SsdSchedule, glu_local_update
 from synclab.strategies.base import WorkerContext
 from synclab.strategies.ps import PsStrategy
 from synclab.strategies.registry import register
+from synclab.strategies.simmodel import ParameterServer
 
 PAPER_WARMUP = 500  # SSD-SGD §4.2
+
+
+class SsdPlan(ServerPlan):
+    """The PS placement plus Algorithm 1's warm-up length and pull period k."""
+
+    warmup: int = Field(ge=0)
+    k: int = Field(ge=1)
 
 
 class SsdSgdOptions(BaseModel):
@@ -72,6 +80,7 @@ class SsdSgd(PsStrategy):
     Options = SsdSgdOptions
     server_mode = "pull"
     Plan = SsdPlan
+    sim_model = ParameterServer(client="scheduled-pull", schedule=lambda o: SsdSchedule(o.warmup, o.k))
     lockstep = False  # local iterations run up to k ahead of the others (the summary counts each worker's pace)
     final_pull_timeout_s: float = 60.0
 

@@ -82,9 +82,10 @@ from synclab.config.units import parse_rate_bps
 from synclab.plans.stanza import PsProfile, StanzaProfile, choose_fc_workers, stanza_iteration_time, stanza_throughput
 from synclab.compute.engine import EngineBase
 from synclab.core import IterationTiming, ParamInfo
-from synclab.plans.schema import StanzaPlan
+from synclab.plans.schema import Plan
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
+from synclab.strategies.simmodel import SplitRoles
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId
 
@@ -143,6 +144,19 @@ def split_params(params: list[ParamInfo]) -> int:
     return boundary
 
 
+class StanzaPlan(Plan):
+    """Stanza's node assignment (§4.1.3, eq. 2-5) and the CONV/FC boundary."""
+
+    boundary: int = Field(ge=1)
+    conv_workers: int = Field(ge=1)
+    fc_workers: int = Field(ge=1)
+    assigned_by: Literal["strategy.fc_workers", "eq. 2-5"]
+    profile: str | None = None
+    bandwidth_bps: float | None = None
+    predicted_iteration_seconds: float | None = None
+    predicted_throughput_samples_per_s: float | None = None
+
+
 class StanzaOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     fc_workers: int | None = Field(None, ge=1, description="n_f; unset: chosen by eq. 2-5 from profile and bandwidth")
@@ -176,6 +190,8 @@ class Stanza(Strategy):
     Options = StanzaOptions
     Plan = StanzaPlan
     rank0_holds_model = False  # FC parameters reach rank 0 only in on_train_end
+    sim_model = SplitRoles(groups=conv_groups)
+    closed_form = "eq3"  # eq. 2-5
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards: int, workers: int, seed: int,

@@ -17,6 +17,7 @@ from synclab.collective.ring import ring_allreduce_
 from synclab.plans.mgwfbp import group_layout, synceasgd_plan
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
+from synclab.strategies.simmodel import RingAllReduce
 
 _KEY = "synceasgd/all"
 
@@ -25,6 +26,7 @@ _KEY = "synceasgd/all"
 class SyncEasgd(Strategy):
     name = "synceasgd"
     checkpointable = True
+    sim_model = RingAllReduce(groups="whole-model")
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)

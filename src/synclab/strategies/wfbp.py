@@ -13,12 +13,14 @@ import torch
 from synclab.collective.ring import ring_allreduce_
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
+from synclab.strategies.simmodel import RingAllReduce
 
 
 @register
 class Wfbp(Strategy):
     name = "wfbp"
     checkpointable = True
+    sim_model = RingAllReduce(groups="per-tensor")
 
     def __init__(self, ctx: WorkerContext):
         super().__init__(ctx)

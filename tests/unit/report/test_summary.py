@@ -28,22 +28,31 @@ def test_own_pace_by_hand(iteration_rows):
     assert s["compute_seconds_mean"] == compute_summary(iteration_rows(), warmup=1)["compute_seconds_mean"]
 
 
-def test_own_pace_workers_taking_turns_are_not_summed_maxima():
+def _turn_taking_rows():
     # two asynchronous workers, each slow every other iteration: both finish 4 iterations in 4 s
-    rows = [{"iteration": i, "rank": r, "start_s": 0.0, "iteration_s": 1.5 if (i + r) % 2 else 0.5,
+    return [{"iteration": i, "rank": r, "start_s": 0.0, "iteration_s": 1.5 if (i + r) % 2 else 0.5,
              "compute_s": 0.1, "comm_wait_s": 0.0, "loss": 1.0, "samples": 8, "bytes_sent": 0,
              "bytes_received": 0, "params_checksum": ""} for i in range(4) for r in (0, 1)]
+
+
+def test_own_pace_workers_taking_turns_are_not_summed_maxima():
+    rows = _turn_taking_rows()
     own, slowest = compute_summary(rows, lockstep=False), compute_summary(rows)
     assert own["iteration_seconds"]["mean"] == pytest.approx(1.0)
     assert own["throughput_samples_per_s"] == pytest.approx(2 * 32 / 4.0)
     assert slowest["iteration_seconds"]["mean"] == pytest.approx(1.5)  # what lockstep would claim
 
 
-def test_which_strategies_run_at_their_own_pace():
+def test_each_strategy_is_summarized_by_the_pace_it_declares():
+    # the summary asks the strategy (Strategy.lockstep), never its name; which strategies run at their own
+    # pace is each strategy's own declaration (tests/unit/strategies)
     from synclab.strategies import registry
 
-    own = {name for name in registry.names() if not registry.get(name).lockstep}
-    assert own == {"asgd", "ssdsgd"}
+    for name in registry.names():
+        lockstep = registry.get(name).lockstep
+        assert isinstance(lockstep, bool), name
+        mean = compute_summary(_turn_taking_rows(), lockstep=lockstep)["iteration_seconds"]["mean"]
+        assert mean == pytest.approx(1.5 if lockstep else 1.0), name
 
 
 def test_without_warmup_every_iteration_counts(iteration_rows):

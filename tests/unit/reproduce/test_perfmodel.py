@@ -29,7 +29,7 @@ def test_inputs_read_and_later_override_wins():
 
 @pytest.mark.parametrize("extra, match", [
     (["cluster.workers=4"], "'cluster.workers' is not an input"),
-    (["strategy.name=wfbp"], "strategy.name must be one of stanza, ps"),
+    (["strategy.name=wfbp"], "strategy.name must be one of ps, stanza"),
     (["nodes=1"], "nodes must be an integer >= 2"),
     (["strategy.reading=sideways"], "strategy.reading must be one of"),
 ])

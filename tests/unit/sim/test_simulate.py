@@ -62,14 +62,15 @@ def test_cli_json_and_unsupported_strategy(tmp_path, monkeypatch):
                               *[x for o in [*BASE, "strategy.name=wfbp"] for x in ("--set", o)]])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["simulated"] is True
-    # every registered strategy is modelled now; a strategy listed as unsupported is still refused with exit 2
-    from synclab.sim import strategies
+    # a strategy that declares no simulator model is refused with exit 2 and told where a model goes
+    from synclab.strategies import registry
 
-    monkeypatch.setitem(strategies.UNSUPPORTED, "asgd", "for this test")
+    monkeypatch.setattr(registry.get("asgd"), "sim_model", None)
     res = runner.invoke(app, ["simulate", str(QUICKSTART), "--out", str(tmp_path / "s"),
                               "--set", "strategy.name=asgd"])
     assert res.exit_code == 2
-    assert "asgd" in res.output and "does not model" in res.output
+    text = " ".join(res.output.split())
+    assert "'asgd' has no simulator model" in text and "sim_model" in text and "add-a-strategy" in text
 
 
 def test_every_registered_strategy_is_simulated():

@@ -13,6 +13,7 @@ from synclab.cli import app
 from synclab.config import load_spec
 from synclab.sim.network import HostCpu, Network
 from synclab.sim.run import DEFAULT_TENSOR_S, simulate, tensor_s_for
+from synclab.strategies import registry
 from support.scripts import load_experiment
 
 REPO = Path(__file__).resolve().parents[3]
@@ -75,9 +76,10 @@ def spec_tensors(spec):
 def test_the_default_is_the_measured_value_of_the_path_and_charged_by_default():
     for v in DEFAULT_TENSOR_S.values():
         assert 50e-6 <= v <= 500e-6  # experiments/per_tensor_cost.py on the 2-core VM
-    assert tensor_s_for("wfbp") == DEFAULT_TENSOR_S["wfbp"]
-    assert tensor_s_for("mgwfbp") == tensor_s_for("synceasgd") == DEFAULT_TENSOR_S["grouped"]
-    assert tensor_s_for("ps") == tensor_s_for("p3") == 0.0
+    model = {name: registry.get(name).sim_model for name in ("wfbp", "mgwfbp", "synceasgd", "ps", "p3")}
+    assert tensor_s_for(model["wfbp"]) == DEFAULT_TENSOR_S["per-tensor"]
+    assert tensor_s_for(model["mgwfbp"]) == tensor_s_for(model["synceasgd"]) == DEFAULT_TENSOR_S["grouped"]
+    assert tensor_s_for(model["ps"]) == tensor_s_for(model["p3"]) == 0.0
     assert simulate(load_spec(QUICKSTART, [*BASE, "strategy.name=mgwfbp-opt", "strategy.profile_iterations=1",
                                            "cluster.workers=2"]), host_cores=2).host_cpu["tensor_s"] == \
         DEFAULT_TENSOR_S["grouped"]

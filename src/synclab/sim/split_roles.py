@@ -1,10 +1,10 @@
-"""``stanza`` on the simulated clock: CONV and FC workers, their activations, and recursive doubling.
+"""The ``SplitRoles`` model on the simulated clock: CONV and FC workers, their activations, recursive doubling.
 
-What goes over which link is what :class:`synclab.strategies.stanza.Stanza` sends (Stanza §4.1, §5.2);
-the roles come from its own :meth:`~synclab.strategies.stanza.Stanza.make_plan` (n_f from
-``strategy.fc_workers`` or eq. 2–5, :func:`synclab.plans.stanza.choose_fc_workers`), the FC worker of
-each CONV worker from :func:`~synclab.strategies.stanza.conv_groups` and the all-reduce rounds from
-:func:`synclab.collective.schedules.recursive_doubling_schedule`. One iteration:
+What goes over which link is what a CONV/FC strategy (Stanza §4.1, §5.2, :mod:`synclab.strategies.stanza`)
+sends; the roles come from the strategy's own ``make_plan`` (``conv_workers``, ``fc_workers``, ``boundary``),
+the FC worker of each CONV worker from the ``groups`` its :class:`~synclab.strategies.simmodel.SplitRoles`
+names, and the all-reduce rounds from :func:`synclab.collective.schedules.recursive_doubling_schedule`.
+One iteration:
 
 1. CONV worker r: gated forward of the ``features`` layers (profiled times), then two messages to its FC
    worker: the boundary activations (K·A values of ``elem_bytes``) and the labels (K int64);
@@ -28,7 +28,6 @@ from functools import lru_cache
 
 from synclab.collective.schedules import recursive_doubling_schedule
 from synclab.sim.nodes import SimWorker
-from synclab.strategies.stanza import conv_groups
 
 Callback = Callable[[], None]
 LABEL_BYTES = 8   # int64 labels, one per sample
@@ -99,15 +98,15 @@ def recursive_doubling(sim, group: list[int], rank: int, key: str, iteration: in
     round_(0)
 
 
-class StanzaWorker(SimWorker):
-    """A CONV or FC worker of the plan (:class:`synclab.plans.schema.StanzaPlan`)."""
+class SplitRolesWorker(SimWorker):
+    """A CONV or FC worker of the plan (e.g. :class:`synclab.strategies.stanza.StanzaPlan`)."""
 
     def __init__(self, sim, rank: int):
         super().__init__(sim, rank)
         plan = sim.plan
         n_c, n_f, boundary = plan.conv_workers, plan.fc_workers, plan.boundary
         self.is_fc = rank >= n_c
-        groups = conv_groups(n_c, n_f)
+        groups = sim.model.groups(n_c, n_f)
         self.fc_of = {r: n_c + j for j, g in enumerate(groups) for r in g}
         self.served = list(groups[rank - n_c]) if self.is_fc else []
         self.group = list(range(n_c, sim.world)) if self.is_fc else list(range(n_c))
