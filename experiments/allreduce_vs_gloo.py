@@ -247,7 +247,7 @@ def chunk_for(link: str, chunk: str) -> int:
     """The frame payload SyncLab's ranks use on ``link``: ``chunk`` in bytes, or ``auto`` (the spec's rule)."""
     if chunk != "auto":
         return int(chunk)
-    from synclab.config.spec import auto_chunk_bytes
+    from synclab.wire.frames import auto_chunk_bytes
     from synclab.netem.profile import load_profile
 
     return auto_chunk_bytes(None if link == "unshaped" else load_profile(link).rate_bps)
@@ -376,7 +376,7 @@ def main() -> None:
                          "path before chunks went straight into place), side by side, just before the streamed one")
     ap.add_argument("--chunk-bytes", default="auto",
                     help="SyncLab's frame payload in bytes (transport.chunk_bytes); auto: the spec's rule for the link "
-                         "(synclab.config.spec.auto_chunk_bytes: 4 MiB unshaped, else 1 MiB up to 10 Gbit/s)")
+                         "(synclab.wire.frames.auto_chunk_bytes: 4 MiB unshaped, else 1 MiB up to 10 Gbit/s)")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="torch intra-op threads in SyncLab's ranks (0: torch's default)")
     ap.add_argument("--py-spy", type=Path, default=None,

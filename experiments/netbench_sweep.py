@@ -28,7 +28,7 @@ def main() -> None:
 
     from synclab.netem.netbench import run_netbench
     from synclab.netem.netns import netns_unavailable_reason
-    from synclab.netem.profile import profile_from_mapping
+    from synclab.linkprofile import profile_from_mapping
 
     args.out.mkdir(parents=True, exist_ok=True)
     cases = [(r, "none", None) for r in args.app_rates.split(",")]

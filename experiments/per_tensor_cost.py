@@ -54,7 +54,7 @@ def measure(model: str, batch: int, scale: float, dilation: float, iterations: i
     import torch
 
     from synclab.compute.events import EventLog
-    from synclab.compute.resolve import resolve_compute
+    from synclab.config.resolve import resolve_compute
     from synclab.transport.spans import SpanLog
     from synclab.config import load_spec, parse_override
     from synclab.roles.worker import replay_engine

@@ -158,7 +158,7 @@ def main() -> None:
     ap.add_argument("--app-shaping", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
 
-    from synclab.config.units import parse_rate_bps
+    from synclab.units import parse_rate_bps
 
     rate = parse_rate_bps(a.rate)
     chunk, big, urgent = a.chunk_kb << 10, int(a.big_mb * 1e6), int(a.urgent_kb * 1e3)
@@ -188,7 +188,7 @@ def main() -> None:
         report({n: [] for n in ("src", "a", "b")}, {"a": "127.0.0.1", "b": "127.0.0.1"})
         return
     from synclab.netem.netns import NetnsCluster, Topology
-    from synclab.netem.profile import LinkProfile
+    from synclab.linkprofile import LinkProfile
 
     shaped = LinkProfile(name=a.rate, rate=a.rate)
     with NetnsCluster(Topology.star(["src", "a", "b"], profiles={"src": shaped}),

@@ -144,7 +144,7 @@ def small_sizes_s(fit: dict) -> float | None:
 def point_dilation(dilation: str, spec: Path, sets: list[str], rate: str, *, times: int = 1) -> int:
     """A point's run.dilation: the host-capacity rule's (``dilation == "rule"``), else ``dilation`` at rates of
     4 Gbit/s and above and 1 below; ``times`` that."""
-    from synclab.config.units import parse_rate_bps
+    from synclab.units import parse_rate_bps
 
     if dilation == "rule":
         d = rule_dilation(spec, sets)

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     from synclab.compute.profile import ModelProfileError
-    from synclab.config.units import parse_rate_bps
+    from synclab.units import parse_rate_bps
     from synclab.plans.stanza import choose_fc_workers
     from synclab.strategies.stanza import read_profile
 

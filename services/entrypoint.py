@@ -117,7 +117,8 @@ def has_cap(which: str, cap: int = CAP_NET_ADMIN) -> bool:
 
 def load_link_profile(name: str, role: str):
     from synclab.config.settings import SettingsError
-    from synclab.netem.profile import ProfileError, load_profile, resolve_for_role
+    from synclab.linkprofile import ProfileError, resolve_for_role
+    from synclab.netem.profile import load_profile
 
     try:
         return resolve_for_role(load_profile(name), role)
@@ -158,6 +159,7 @@ def shape(settings: ContainerSettings, role: str) -> dict:
     only refuses what nobody could emulate (loss without netem).
     """
     from synclab.config.settings import SettingsError
+    from synclab.netem.profile import human
 
     device, profile_name = settings.shape_device, settings.profile
     outcome: dict = {"role": role, "device": device, "profile": profile_name, "kernel": []}
@@ -165,7 +167,7 @@ def shape(settings: ContainerSettings, role: str) -> dict:
         outcome.update(backend="none", reason="SYNCLAB_PROFILE=none", left_to_app=[])
     else:
         profile = load_link_profile(profile_name, role)
-        outcome.update(link=profile.human(), rate_bps=profile.rate_bps, direction=profile.direction)
+        outcome.update(link=human(profile), rate_bps=profile.rate_bps, direction=profile.direction)
         if not has_cap("CapEff"):
             asked = {"rate": profile.rate_bps, "delay": profile.delay_s, "jitter": profile.jitter_s,
                      "loss": profile.loss_pct}
@@ -711,6 +713,7 @@ def shape_from_spec(spec, role: str, kernel: frozenset[str]) -> dict:
     from synclab.netem import tc
     from synclab.netem.netns import NODE_IFB
     from synclab.roles.network import node_profile
+    from synclab.netem.profile import human
 
     device = spec.network.interface
     profile = node_profile(spec, role)
@@ -724,7 +727,7 @@ def shape_from_spec(spec, role: str, kernel: frozenset[str]) -> dict:
     if applied.backend != spec.network.backend:
         raise RuntimeError(f"{device}: the launcher planned backend {spec.network.backend}, this container "
                            f"applied {applied.backend}")
-    outcome.update(backend=applied.backend, link=profile.human(), left_to_app=sorted(applied.left_to_app),
+    outcome.update(backend=applied.backend, link=human(profile), left_to_app=sorted(applied.left_to_app),
                    reason=applied.choice.reason, summary=applied.summary(),
                    commands=[" ".join(c) for c in applied.commands])
     return outcome

@@ -86,7 +86,7 @@ def render(dashboards: list[Path] = typer.Argument(None, help="Dashboard JSON fi
     """Render every dashboard's panels from Prometheus into one PNG each (+ CSV and JSON of the series)."""
     from synclab.dashboards.figure import draw
     from synclab.dashboards.prometheus import Prometheus, PrometheusError
-    from synclab.config.units import parse_prometheus_duration_s
+    from synclab.units import parse_prometheus_duration_s
     from synclab.dashboards.snapshot import (DashboardError, load_dashboard, load_saved, parse_time, take_snapshot,
                                              write_data)
 

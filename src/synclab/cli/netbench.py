@@ -19,7 +19,8 @@ def netbench(profile: str = typer.Option(..., "--profile", help="Profile name or
 
     from synclab.netem.netbench import run_netbench
     from synclab.netem.netns import netns_unavailable_reason
-    from synclab.netem.profile import ProfileError, load_profile
+    from synclab.linkprofile import ProfileError
+    from synclab.netem.profile import load_profile
 
     if isolation not in ("auto", "netns", "none"):
         fail(f"--isolation must be netns, none or auto, got {isolation!r}")

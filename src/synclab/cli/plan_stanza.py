@@ -76,7 +76,7 @@ def plan_stanza(
                                      "as printed: ceil(log2 n_c)+2 rounds, any n_f)"),
 ) -> None:
     """Stanza's CONV/FC split (eq. 2–5) and the PS worker/server split (eq. 6–7) for N nodes."""
-    from synclab.config.units import parse_rate_bps
+    from synclab.units import parse_rate_bps
 
     from synclab.plans.stanza import READINGS
 

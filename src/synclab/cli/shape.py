@@ -24,7 +24,8 @@ def shape(profile: str = typer.Option(..., "--profile", help="Profile name or YA
     """
     import json as _json
 
-    from synclab.netem.profile import ProfileError, load_profile
+    from synclab.linkprofile import ProfileError
+    from synclab.netem.profile import load_profile
     from synclab.wire import pb, rpc
     from synclab.wire.channels import open_channel
 

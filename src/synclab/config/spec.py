@@ -16,7 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
-from synclab.config.units import parse_duration_s, parse_rate_bps, parse_size_bytes
+from synclab.units import parse_duration_s, parse_rate_bps, parse_size_bytes
+from synclab.wire.frames import auto_chunk_bytes
 
 
 class SpecError(ValueError):
@@ -95,8 +96,9 @@ class NetworkSpec(_Section):
         return self
 
     def link_profile(self):
-        """The :class:`~synclab.netem.profile.LinkProfile` this spec asks for, or None (unshaped)."""
-        from synclab.netem.profile import load_profile, profile_from_mapping
+        """The :class:`~synclab.linkprofile.LinkProfile` this spec asks for, or None (unshaped)."""
+        from synclab.linkprofile import profile_from_mapping
+        from synclab.netem.profile import load_profile
 
         if isinstance(self.profile, dict):
             return profile_from_mapping(self.profile, name=self.profile.get("name", "inline"),
@@ -244,25 +246,6 @@ class OptimizerSpec(_Section):
     lr: float = Field(0.05, gt=0)
     momentum: float = Field(0.9, ge=0, lt=1)
     weight_decay: float = Field(1e-4, ge=0)
-
-
-CHUNK_BYTES = 1 << 20  # a frame's payload on shaped links: the priority scheduler's preemption step (P3 §4.2)
-FAST_CHUNK_BYTES = 4 << 20  # on unshaped links and links the host runs at 10 Gbit/s or more
-FAST_LINK_BPS = 10_000_000_000
-
-
-def auto_chunk_bytes(rate_bps: float | None, dilation: float = 1.0) -> int:
-    """``transport.chunk_bytes: auto``: 4 MiB frames where the host moves bytes as fast as it can (unshaped, or a
-    link of ``rate_bps / dilation`` ≥ 10 Gbit/s), else 1 MiB.
-
-    Why: on a fast link the data plane is CPU-bound and part of its cost is per frame (a thread handoff on each
-    side of every gRPC message, the scheduler, the reassembler): 4 MiB frames cut the ring all-reduce's CPU per
-    GB by about a quarter (README "The data plane beside gloo", session 11). On a shaped link the frame is the
-    step at which a more urgent message overtakes (P3 §4.2), so it stays 1 MiB there: at 1 Gbit/s 1 MiB is 8 ms
-    of the link, and every reproduction target keeps the frames it was measured with."""
-    if rate_bps is None or rate_bps / dilation >= FAST_LINK_BPS:
-        return FAST_CHUNK_BYTES
-    return CHUNK_BYTES
 
 
 class TransportSpec(_Section):

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from synclab.config.units import parse_prometheus_duration_s
+from synclab.units import parse_prometheus_duration_s
 from synclab.dashboards.layout import Cell, Repeat, arrange
 from synclab.dashboards.prometheus import QueryRejected
 from synclab.dashboards.promql import _VAR, expand

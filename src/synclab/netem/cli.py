@@ -15,7 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from synclab.netem.profile import LinkProfile, ProfileError, list_profiles, load_profile
+from synclab.linkprofile import LinkProfile, ProfileError
+from synclab.netem.profile import human, list_profiles, load_profile
 from synclab.netem.tc import choose_backend, detect_backends, has_net_admin
 
 def profile_rows(profiles: Sequence[LinkProfile], *, available: frozenset[str] | None = None,
@@ -23,7 +24,7 @@ def profile_rows(profiles: Sequence[LinkProfile], *, available: frozenset[str] |
     """One row per profile in human units; with ``available`` also the backend this machine would use."""
     rows = []
     for p in profiles:
-        row = p.human()
+        row = human(p)
         if available is not None:
             choice = choose_backend(p, available, privileged)
             row["backend"] = choice.backend

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from synclab.netem.profile import LinkProfile
+from synclab.linkprofile import LinkProfile
 
 MESSAGE_FLOATS = 1 << 20  # 4 MiB messages, cut into 1 MiB chunks by the transport
 TOKEN = "netbench"

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from synclab.netem import tc
-from synclab.netem.profile import LinkProfile, resolve_for_role
+from synclab.linkprofile import LinkProfile, resolve_for_role
 from synclab.netem.tc import Applied, BackendChoice, Runner, ShapingError, run_cmd
 
 PREFIX_BASE = "slb"

@@ -15,7 +15,7 @@ def _num(v: Any) -> float:
     try:
         return float(v)
     except (TypeError, ValueError):
-        from synclab.config.units import parse_rate_bps
+        from synclab.units import parse_rate_bps
 
         return parse_rate_bps(str(v)) / 1e9
 

@@ -58,7 +58,7 @@ class ModelInputs:
 def parse_inputs(overrides: list[str]) -> ModelInputs:
     """The model's inputs from a point's ``KEY=VALUE`` overrides (later ones win); ValueError names a bad key."""
     from synclab.config import parse_override
-    from synclab.config.units import parse_rate_bps
+    from synclab.units import parse_rate_bps
     from synclab.plans.stanza import READINGS
 
     got: dict[str, Any] = {}

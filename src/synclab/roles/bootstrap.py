@@ -142,7 +142,8 @@ def report_network(spec: Spec, role: str, metrics: NodeMetrics) -> None:
 def reshaper(spec: Spec, role: str, node: str, shaper: LinkShaper, metrics: NodeMetrics):
     """The heartbeat's handler for ``shape`` commands: re-apply tc on this node's own link
     (netns or container, kernel backends) or retune the transport's token bucket (app)."""
-    from synclab.netem.profile import dilate, profile_from_mapping, resolve_for_role
+    from synclab.linkprofile import profile_from_mapping, resolve_for_role
+    from synclab.netem.dilation import dilate
 
     machine = spec.machine_of(node)
     if machine != node:  # cluster.colocate_ps: the link is the worker's, which reshapes it

@@ -224,7 +224,8 @@ class CoordinatorService(rpc.CoordinatorServicer):
         coordinator's own link (when it has one) is reshaped at once, for every target but a role or
         another node.
         """
-        from synclab.netem.profile import ProfileError, profile_from_mapping, reshape_refusal
+        from synclab.linkprofile import ProfileError, profile_from_mapping
+        from synclab.netem.reshape import reshape_refusal
 
         try:
             profile = profile_from_mapping(json.loads(request.args_json).get("profile"), source="shape")

@@ -79,7 +79,7 @@ class LocalCluster:
 
     def _host_profile(self):
         """The spec's link profile as this host shapes it (divided by ``run.dilation``)."""
-        from synclab.netem.profile import dilate
+        from synclab.netem.dilation import dilate
 
         p = self.spec.network.link_profile()
         return None if p is None else dilate(p, self.spec.run.dilation)

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from synclab.config import Spec, SpecError
-from synclab.netem.profile import LinkProfile, dilate, resolve_for_role
+from synclab.linkprofile import LinkProfile, resolve_for_role
+from synclab.netem.dilation import dilate
 
 APP_CAN = ("rate", "delay", "jitter")
 

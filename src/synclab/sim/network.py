@@ -95,8 +95,8 @@ class TokenBucket:
     README "## Simulation", issue 14). Fluid version: tokens accrue at ``rate_bps`` while the NIC carries no
     flow (a NIC that carries flows sends at its rate, which spends what accrues; a NIC held below its rate
     by another bottleneck would accrue the difference: not modelled) and a flow starting on the NIC takes
-    what is there. ``burst_bits`` is :func:`synclab.netem.profile.bucket_for` of the link as the launcher
-    shapes it (:func:`synclab.netem.profile.dilate`: rate / D, ``kernel=True``), in the NIC's units.
+    what is there. ``burst_bits`` is :func:`synclab.transport.shaper.bucket_for` of the link as the launcher
+    shapes it (:func:`synclab.netem.dilation.dilate`: rate / D, ``kernel=True``), in the NIC's units.
     """
 
     __slots__ = ("rate_bps", "burst_bits", "tokens", "t")

@@ -20,7 +20,9 @@ from collections.abc import Callable
 import simpy
 
 from synclab.collective.schedules import segment_bounds
-from synclab.netem.profile import LinkProfile, bucket_for, dilate, resolve_for_role
+from synclab.linkprofile import LinkProfile, resolve_for_role
+from synclab.netem.dilation import dilate
+from synclab.transport.shaper import bucket_for, profile_bucket
 from synclab.sim.network import Link, Network, Nic, SenderGroup, TokenBucket
 
 Callback = Callable[[], None]
@@ -77,7 +79,7 @@ class Cluster:
     def _bucket(self, p: LinkProfile | None, rate: float | None) -> TokenBucket | None:
         """The emulator's tbf bucket of a NIC shaped at ``rate`` (payload bit/s), when the emulator's host is
         modelled (``net.host_cpu``; a real NIC has none): the burst the launcher gives tbf for the link at
-        rate / D (:func:`~synclab.netem.profile.dilate`, ``bucket(kernel=True)``), in bytes of the wire (the
+        rate / D (:func:`~synclab.netem.dilation.dilate`, ``profile_bucket(kernel=True)``), in bytes of the wire (the
         same bytes on the emulated clock), carrying payload at ``payload_share``; ``app_shaper``: the
         transport's own bucket (``network.backend: app``: no 8 ms floor, room for one chunk)."""
         h = self.net.host_cpu
@@ -85,7 +87,7 @@ class Cluster:
             return None
         d = dilate(p, h.dilation)
         burst = (bucket_for(d.rate_bps, burst_bytes=d.burst_bytes, chunk_bytes=self.chunk_bytes) if self.app_shaper
-                 else d.bucket(kernel=True)).burst_bytes
+                 else profile_bucket(d, kernel=True)).burst_bytes
         return TokenBucket(rate, burst * 8.0 * self.payload_share)
 
     def link(self, src: str, dst: str) -> Link:

@@ -3,9 +3,9 @@
 The spec is the one ``synclab run`` takes (:func:`synclab.config.load_spec`); the model
 profile is the one replay would use (``compute.profile``, else
 :func:`synclab.compute.profile.find_default_profile`, through
-:func:`synclab.compute.resolve.resolve_compute`), times × ``compute.scale``; the links
+:func:`synclab.config.resolve.resolve_compute`), times × ``compute.scale``; the links
 are ``network.profile`` / ``network.rate``+``delay`` with per-role overrides
-(:func:`synclab.netem.profile.resolve_for_role`); the plans come from the strategies'
+(:func:`synclab.linkprofile.resolve_for_role`); the plans come from the strategies'
 own ``make_plan`` and planning functions, the model from the strategy's own declaration
 (``Strategy.sim_model``, :mod:`synclab.strategies.simmodel`, implemented in :mod:`synclab.sim.strategies`).
 """
@@ -131,7 +131,7 @@ class SimResult:
 
 def prepare(spec: Spec) -> tuple[Spec, list[str]]:
     """The spec with its replay profile inline (a ``real`` spec is simulated from the same profile)."""
-    from synclab.compute.resolve import resolve_compute
+    from synclab.config.resolve import resolve_compute
 
     model_of(spec.strategy.name)
     notes = []

@@ -78,7 +78,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from synclab.collective.recursive_doubling import recursive_doubling_allreduce_, recursive_doubling_peers
 from synclab.collective.schedules import segment_bounds
 from synclab.compute.profile import Boundary, ModelProfileError, load_model_profile
-from synclab.config.units import parse_rate_bps
+from synclab.units import parse_rate_bps
 from synclab.plans.stanza import PsProfile, StanzaProfile, choose_fc_workers, stanza_iteration_time, stanza_throughput
 from synclab.compute.engine import EngineBase
 from synclab.core import IterationTiming, ParamInfo

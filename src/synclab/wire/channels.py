@@ -25,10 +25,10 @@ import hmac
 
 import grpc
 
-from synclab.config.spec import FAST_CHUNK_BYTES as LARGE_FRAMES_FROM_CHUNK_BYTES  # the fast links' frames
 from synclab.wire import pb
 from synclab.wire.codec import decode_frame, encode_frame
 from synclab.wire.frames import DEFAULT_CHUNK_BYTES, HEADER_SLACK_BYTES
+from synclab.wire.frames import FAST_CHUNK_BYTES as LARGE_FRAMES_FROM_CHUNK_BYTES  # the fast links' frames
 from synclab.wire.tls import CLUSTER_NAME, TlsFiles
 
 TOKEN_KEY = "x-synclab-token"

@@ -8,9 +8,12 @@ import pytest
 
 from synclab.compute.profile import parse_model_profile
 from synclab.compute.profiler import measure_profile
-from synclab.compute.resolve import resolve_compute
+from synclab.config.resolve import resolve_compute
 from synclab.config import SpecError, parse_spec
-from synclab.netem.profile import dilate, load_profile, profile_from_mapping
+from synclab.linkprofile import profile_from_mapping
+from synclab.netem.dilation import dilate
+from synclab.netem.profile import load_profile
+from synclab.transport.shaper import profile_bucket
 from synclab.roles.network import node_profile
 
 
@@ -78,10 +81,10 @@ def test_dilation_divides_rates_and_stretches_delays():
                               "burst": "1MB", "roles": {"ps": {"rate": "2gbit"}}})
     d = dilate(p, 4)
     assert (d.rate_bps, d.delay_s, d.jitter_s, d.loss_pct, d.burst_bytes) == (10**9, 0.008, 0.004, 1.0, 10**6)
-    assert d.effective_queue_bytes == p.effective_queue_bytes  # buffers keep their bytes
+    assert profile_bucket(d).queue_bytes == profile_bucket(p).queue_bytes  # buffers keep their bytes
     assert d.roles["ps"].rate_bps == 500_000_000
     plain = profile_from_mapping({"name": "y", "rate": "1gbit"})
-    assert dilate(plain, 8).effective_queue_bytes == plain.effective_queue_bytes  # derived from the emulated rate
+    assert profile_bucket(dilate(plain, 8)).queue_bytes == profile_bucket(plain).queue_bytes  # derived from the emulated rate
     assert dilate(p, 1) is p
 
 
@@ -90,12 +93,12 @@ def test_a_derived_burst_under_dilation_comes_from_the_host_rate():
     ten = profile_from_mapping({"name": "t", "rate": "10gbit"})
     d = dilate(ten, 32)
     assert d.burst_bytes is None
-    assert d.effective_burst_bytes == max(64 << 10, int(10**10 / 32 / 8 * 0.004))  # 4 ms of 312.5 Mbit/s
-    assert d.effective_burst_bytes < ten.effective_burst_bytes / 30
-    assert d.effective_queue_bytes == ten.effective_queue_bytes
+    assert profile_bucket(d).burst_bytes == max(64 << 10, int(10**10 / 32 / 8 * 0.004))  # 4 ms of 312.5 Mbit/s
+    assert profile_bucket(d).burst_bytes < profile_bucket(ten).burst_bytes / 30
+    assert profile_bucket(d).queue_bytes == profile_bucket(ten).queue_bytes
     # a configured burst keeps its bytes, but not below what the kernel needs at the host rate
     small = profile_from_mapping({"name": "s", "rate": "10gbit", "burst": "64KiB"})
-    assert dilate(small, 32).burst_bytes == d.bucket(kernel=True).burst_bytes > 64 << 10
+    assert dilate(small, 32).burst_bytes == profile_bucket(d, kernel=True).burst_bytes > 64 << 10
     big = profile_from_mapping({"name": "b", "rate": "10gbit", "burst": "4MB"})
     assert dilate(big, 32).burst_bytes == 4 * 10**6
     s = parse_spec({"network": {"profile": "4gbit"}, "compute": {"mode": "replay"}, "run": {"dilation": 2}})

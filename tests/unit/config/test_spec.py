@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from synclab.config import SpecError, load_spec, parse_spec
-from synclab.config.units import parse_duration_s, parse_rate_bps, parse_size_bytes
+from synclab.units import parse_duration_s, parse_rate_bps, parse_size_bytes
 
 
 def test_defaults_and_overrides():
@@ -74,7 +74,8 @@ def test_unit_parsers_raise_value_error_only(text):
 
 
 def test_chunk_bytes_auto_is_4mib_unshaped_and_at_10gbit_else_1mib():
-    from synclab.config.spec import Spec, auto_chunk_bytes
+    from synclab.config.spec import Spec
+    from synclab.wire.frames import auto_chunk_bytes
 
     assert Spec().transport.chunk_bytes == 4 << 20  # no rate: unshaped
     assert Spec(network={"profile": "unshaped"}).transport.chunk_bytes == 4 << 20

@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from synclab.config.units import (parse_duration_s, parse_percent, parse_prometheus_duration_s, parse_rate_bps,
+from synclab.units import (parse_duration_s, parse_percent, parse_prometheus_duration_s, parse_rate_bps,
                                   parse_size_bytes)
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from synclab.netem import netns
 from synclab.netem.netns import NetnsUnavailable, Topology, check_netns_support, new_prefix
-from synclab.netem.profile import profile_from_mapping
+from synclab.linkprofile import profile_from_mapping
 
 
 def test_star_topology_names_and_addresses():

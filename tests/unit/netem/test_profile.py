@@ -5,22 +5,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synclab.netem.profile import (
+from synclab.linkprofile import (
     KNOWN_ROLES,
-    Bucket,
     LinkProfile,
     ProfileError,
-    bucket_for,
-    default_search_dirs,
     format_rate,
-    htb_quantum_bytes_for,
-    list_profiles,
-    load_profile,
-    package_profiles_dir,
     parse_rate,
     profile_from_mapping,
     resolve_for_role,
 )
+from synclab.netem.profile import (
+    default_search_dirs,
+    human,
+    list_profiles,
+    load_profile,
+    package_profiles_dir,
+)
+from synclab.netem.tc.commands import htb_quantum_bytes_for
+from synclab.transport.shaper import Bucket, bucket_for, profile_bucket
 
 STOCK = {"1gbit": 10**9, "2gbit": 2 * 10**9, "4gbit": 4 * 10**9, "6gbit": 6 * 10**9, "10gbit": 10**10,
          "15gbit": 15 * 10**9, "25gbit": 25 * 10**9, "40gbit": 40 * 10**9, "100gbit": 10**11, "unshaped": None,
@@ -154,9 +156,9 @@ def test_the_app_bucket_holds_a_chunk_on_top_of_the_floor():
     assert bucket_for(100e9, chunk_bytes=1 << 20).burst_bytes == int(100e9 / 8 * 0.004)  # 4 ms is larger
     assert bucket_for(10**6, chunk_bytes=1 << 20).queue_bytes == 2 * ((1 << 20) + (64 << 10))
     p = profile_from_mapping({"rate": "200mbit"})
-    assert (p.effective_burst_bytes, p.effective_queue_bytes) == (100_000, 625_000)
-    assert profile_from_mapping({"rate": "200mbit", "burst": "1MB"}).effective_burst_bytes == 1_000_000
-    assert LinkProfile().effective_burst_bytes is None
+    assert profile_bucket(p) == Bucket(100_000, 625_000)
+    assert profile_bucket(profile_from_mapping({"rate": "200mbit", "burst": "1MB"})).burst_bytes == 1_000_000
+    assert profile_bucket(LinkProfile()) is None
 
 
 def test_role_override_replaces_only_its_keys():
@@ -167,7 +169,7 @@ def test_role_override_replaces_only_its_keys():
     assert resolve_for_role(p, "worker").rate_bps == 10**10
     assert resolve_for_role(p, None) == resolve_for_role(p, "coordinator")
     assert set(KNOWN_ROLES) >= {"worker", "ps", "coordinator"}
-    assert p.human()["roles"] == {"ps": {"rate": "2gbit"}}
+    assert human(p)["roles"] == {"ps": {"rate": "2gbit"}}
 
 
 def test_load_by_path_and_search_order(tmp_path, monkeypatch):

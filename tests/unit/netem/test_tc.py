@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from synclab.netem import tc
-from synclab.netem.profile import load_profile, profile_from_mapping
+from synclab.linkprofile import profile_from_mapping
+from synclab.netem.profile import load_profile
 from synclab.netem.tc import (
     BackendChoice,
     ShapingError,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from synclab.config import load_spec, parse_override
-from synclab.config.units import parse_rate_bps
+from synclab.units import parse_rate_bps
 from synclab.reproduce.calibration import compute_scale, load_calibration
 from synclab.reproduce.points import expand
 from synclab.reproduce.schema import load_target, load_targets

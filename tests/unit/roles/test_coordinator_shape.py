@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 from synclab.cli import app
 from synclab.config import parse_spec
 from synclab.metrics import NodeMetrics
-from synclab.netem.profile import load_profile, profile_from_mapping, reshape_refusal
+from synclab.linkprofile import profile_from_mapping
+from synclab.netem.profile import load_profile
+from synclab.netem.reshape import reshape_refusal
 from synclab.roles.coordinator import CoordinatorService, JobState, own_link_reshaper
 from synclab.wire import pb, rpc
 from synclab.wire.channels import make_server

@@ -160,7 +160,7 @@ def test_cli_cpu_cost_needs_host_cores(tmp_path):
 
 
 def test_payload_share_slows_the_nics_and_is_checked():
-    from synclab.netem.profile import profile_from_mapping
+    from synclab.linkprofile import profile_from_mapping
     from synclab.sim.nodes import Cluster
 
     env, net = _net()

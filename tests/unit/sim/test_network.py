@@ -7,7 +7,7 @@ import random
 import pytest
 import simpy
 
-from synclab.netem.profile import profile_from_mapping
+from synclab.linkprofile import profile_from_mapping
 from synclab.sim.network import Link, Network, Nic
 from synclab.sim.nodes import Cluster, ring_allreduce
 

@@ -7,7 +7,8 @@ import random
 import pytest
 import simpy
 
-from synclab.netem.profile import LinkProfile, bucket_for
+from synclab.linkprofile import LinkProfile
+from synclab.transport.shaper import bucket_for
 from synclab.sim.network import HostCpu, Network, Nic, TokenBucket
 from synclab.sim.nodes import Cluster
 from synclab.sim.run import PAYLOAD_SHARE

@@ -6,7 +6,8 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Literal
 
-from synclab.netem.profile import LinkProfile, format_rate
+from synclab.linkprofile import LinkProfile, format_rate
+from synclab.transport.shaper import profile_bucket
 from synclab.netem.tc.commands import (
     OFFLOAD_FEATURES,
     ROOT_HANDLE,
@@ -87,7 +88,7 @@ def _install(dev: str, profile: LinkProfile, backend: str, cmds: list[list[str]]
 
 def _shrinks_tbf_bucket(root: Qdisc, profile: LinkProfile) -> bool:
     """Whether ``profile``'s tbf burst is smaller than the installed one (1 % slack: the kernel keeps it in ticks)."""
-    bucket = profile.bucket(kernel=True)
+    bucket = profile_bucket(profile, kernel=True)
     return root.burst_bytes is None or bucket is None or bucket.burst_bytes < 0.99 * root.burst_bytes
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from synclab.netem.profile import Bucket, LinkProfile, delay_line_bytes_for, htb_quantum_bytes_for
+from synclab.linkprofile import LinkProfile
+from synclab.transport.shaper import Bucket, profile_bucket
 
 ROOT_HANDLE = "1:"
 HTB_CLASS = "1:1"
@@ -15,6 +16,7 @@ MTU_FRAME_BYTES = 1514
 NETEM_UNLIMITED_PKTS = 100_000  # netem without a rate: room for 20 ms of ~50 Gbit/s
 OFFLOAD_FEATURES = ("tso", "gso", "gro")
 KERNEL_BACKENDS = ("netem", "htb", "tbf")
+HTB_MAX_QUANTUM = 200_000
 
 
 def _bits(rate_bps: int) -> str:
@@ -25,8 +27,18 @@ def _usecs(s: float) -> str:
     return f"{round(s * 1e6)}us"
 
 
+def htb_quantum_bytes_for(rate_bps: int) -> int:
+    """htb's DRR quantum: rate/10 bytes (r2q = 10), kept inside [1600, 200 000] so tc does not warn."""
+    return min(HTB_MAX_QUANTUM, max(1600, rate_bps // 8 // 10))
+
+
+def delay_line_bytes_for(rate_bps: int, delay_s: float, jitter_s: float) -> int:
+    """What a kernel delay line (netem) holds at full rate, doubled: 2 × rate × (delay + jitter)."""
+    return int(2 * rate_bps / 8 * (delay_s + jitter_s))
+
+
 def _kernel_bucket(profile: LinkProfile) -> Bucket:
-    bucket = profile.bucket(kernel=True)
+    bucket = profile_bucket(profile, kernel=True)
     assert bucket is not None, "a rate shaper needs a rate"
     return bucket
 

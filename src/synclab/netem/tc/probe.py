@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from synclab.netem.profile import LinkProfile
+from synclab.linkprofile import LinkProfile
 from synclab.netem.tc.commands import ROOT_HANDLE, ifb_create_commands, ingress_redirect_commands
 from synclab.netem.tc.runner import Runner, ShapingError, run_cmd
 

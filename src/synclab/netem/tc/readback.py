@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from synclab.config.units import parse_rate_bps
-from synclab.netem.profile import LinkProfile, format_duration, format_rate
+from synclab.units import parse_rate_bps
+from synclab.linkprofile import LinkProfile, format_duration, format_rate
 from synclab.netem.tc.commands import HTB_CLASS, ROOT_HANDLE, root_kind
 from synclab.netem.tc.runner import Runner, run_cmd
 
