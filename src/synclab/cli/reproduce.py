@@ -55,7 +55,11 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
               own_targets: list[Path] = typer.Option([], "--targets", help="A directory of your own target "
                                                      "files, read before the packaged ones (repeatable)."),
               only_own: bool = typer.Option(False, "--only-own", help="Read only the --targets directories, not "
-                                            "the packaged targets.")):
+                                            "the packaged targets."),
+              rejudge_: bool = typer.Option(False, "--rejudge", help="Judge the checked-in records again (TARGET's, "
+                                            "or every target's) from their points.csv with this checkout's judge, "
+                                            "running nothing; rewrite their verdict.json (with what changed) and "
+                                            "the document.")):
     """Reproduce a paper figure: run its sweep, draw it beside the paper's numbers, judge each claim."""
     from synclab.reproduce.schema import TargetError, load_target, target_dirs, target_files
 
@@ -91,6 +95,12 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
         if failed:
             _fail(f"points failed in: {', '.join(failed)}")
         return
+    if rejudge_:
+        if target is not None and target not in files:
+            _fail(f"no target {target!r}; have: {', '.join(x.id for x in targets)}")
+        _rejudge(checkout, [x for x in targets if target is None or x.id == target])
+        _write_doc(checkout, targets)
+        return
     if doc:
         _write_doc(checkout, targets)
         return
@@ -102,6 +112,36 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
         raise typer.Exit(1)
 
 
+def _doc_path(root: Path) -> Path:
+    return root / "docs" / "REPRODUCTION.md"
+
+
+def _rejudge(root: Path | None, targets: list) -> None:
+    """Re-judge each target's checked-in records (full and quick) and print what moved."""
+    from synclab.reproduce.doc import record_dir
+    from synclab.reproduce.rejudge import rejudge
+
+    if root is None:
+        _fail("the checked-in records belong to a checkout: run --rejudge inside one")
+    done = 0
+    for x in targets:
+        for form in ("full", "quick"):
+            d = record_dir(_doc_path(root), x.id, form)
+            if not (d / "verdict.json").exists():
+                continue
+            try:
+                v = rejudge(x, d)
+            except (ValueError, OSError) as e:
+                console.print(f"[bold red]error:[/] {x.id} ({form}): {e}")
+                raise typer.Exit(1)
+            done += 1
+            moved = v.get("rejudged", {}).get("changes", [])
+            console.print(f"{x.id} ({form}): {v['verdict']}" + (f"; {len(moved)} verdict(s) moved at the last "
+                                                                 f"re-judge" if moved else ""))
+    if not done:
+        _fail("no checked-in record to re-judge" + (f" for {targets[0].id}" if len(targets) == 1 else ""))
+
+
 def _write_doc(root: Path | None, targets: list) -> None:
     """docs/REPRODUCTION.md from each target's best run or checked-in record (``doc.gather``)."""
     from synclab.reproduce.doc import collect, gather, render
@@ -110,7 +150,7 @@ def _write_doc(root: Path | None, targets: list) -> None:
     if root is None:
         _fail("the reproduction document belongs to a checkout: run --doc inside one (no pyproject.toml and "
               "docs/ here or above)")
-    path = root / "docs" / "REPRODUCTION.md"
+    path = _doc_path(root)
     dirs = [gather(x.id, {"full": default_out(root, x, False), "quick": default_out(root, x, True)}, path)
             for x in targets]
     found = collect([d for d in dirs if d is not None])

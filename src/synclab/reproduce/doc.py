@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from synclab.reproduce.verdict import VERDICTS
+
 
 def _num(v: Any) -> str:
     if v is None:
@@ -132,12 +134,52 @@ def _claims_table(claims: list[dict[str, Any]], what: str) -> list[str]:
     return lines + [""]
 
 
-COUNTED = ("reproduced", "partly", "not", "tie", "not run")
+COUNTED = VERDICTS
 
 
 def counts(claims: list[dict[str, Any]]) -> list[int]:
     """How many of ``claims`` have each verdict of :data:`COUNTED`, in that order."""
     return [sum(c["verdict"] == k for c in claims) for k in COUNTED]
+
+
+def _changes(v: dict[str, Any]) -> list[str]:
+    """The "what changed" table of a target's last re-judge (``rejudge.rejudge``'s record): each claim whose
+    verdict (or role) moved, before -> after, and the new judge's reason."""
+    r = v.get("rejudged")
+    if not r:
+        return []
+    lines = ["", f"**What changed at the re-judge** (judge `{r['judge']}`, {r['written']}; target verdict "
+                 f"{r['verdict_before']} → {v['verdict']}):", ""]
+    if not r["changes"]:
+        return lines + ["No claim's verdict moved.", ""]
+    lines += ["| claim | before | after | why |", "|---|---|---|---|"]
+    for c in r["changes"]:
+        after = c["after"] + (" (calibration check)" if c.get("role") == "calibration" else "")
+        lines.append(f"| `{c['id']}` | {c['before'] or '—'} | **{after}** | {c['why']} |")
+    return lines + [""]
+
+
+def _totals(found: list[tuple[dict[str, Any], Path]]) -> list[str]:
+    """Claims by verdict over every documented target, before the last re-judge and now."""
+    if not any(v.get("rejudged") for v, _ in found):
+        return []
+    now = [0] * len(COUNTED)
+    before = [0] * len(COUNTED)
+    for v, _ in found:
+        now = [a + b for a, b in zip(now, counts(v["claims"]))]
+        r = v.get("rejudged")
+        was = [r["counts_before"]["claims"].get(k, 0) for k in COUNTED] if r else counts(v["claims"])
+        before = [a + b for a, b in zip(before, was)]
+    names = " / ".join(COUNTED)
+    return [f"Claims {names}, all targets: before the last re-judge **{' / '.join(map(str, before))}** of "
+            f"{sum(before)}; now **{' / '.join(map(str, now))}** of {sum(now)} (calibration checks are no longer "
+            f"counted; each target's \"What changed\" table says why).", "",
+            "| target | verdict before → after | claims moved (before → after) |", "|---|---|---|"] + [
+        f"| `{v['target']}` | {v['rejudged']['verdict_before']} → {v['verdict']} | "
+        + (", ".join(f"{c['id']} {c['before'] or '—'} → {c['after']}"
+                     + (" (check)" if c.get("role") == "calibration" else "") for c in v["rejudged"]["changes"])
+           or "none") + " |"
+        for v, _ in found if v.get("rejudged")] + [""]
 
 
 def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
@@ -170,6 +212,7 @@ def _section(v: dict[str, Any], figure: str | None, out: Path) -> list[str]:
     lines += [f"**Verdict: {v['verdict']}.**", ""]
     for c in [*v["claims"], *checks]:
         lines.append(f"* `{c['id']}` — {c['verdict']}: {c['why']}")
+    lines += _changes(v)
     if v.get("failures"):
         lines += ["", "Failed points: " + "; ".join(v["failures"])]
     for n in v.get("notes", []):
@@ -204,6 +247,7 @@ def render(found: list[tuple[dict[str, Any], Path]], doc: Path, *, missing: list
                      f"**{v['verdict']}** | {_minutes(v['host_seconds'])} |")
     lines.append(f"| **all** | | | **{' / '.join(str(x) for x in total)}** of {sum(total)} | "
                  f"{' / '.join(str(x) for x in total_checks)} of {sum(total_checks)} | | |")
+    lines += [""] + _totals(found)
     if missing:
         lines += ["", "Targets defined but without a verdict yet: " + ", ".join(f"`{m}`" for m in missing) + "."]
     lines.append("")

@@ -15,6 +15,7 @@ from synclab.reproduce.schema import Claim, Selector
 
 REPRODUCED, PARTLY, NOT, NOT_RUN = "reproduced", "partly", "not", "not run"
 TIE = "tie"  # a comparison inside the noise margin: no direction, reported as such (issue 51)
+VERDICTS = (REPRODUCED, PARTLY, NOT, TIE, NOT_RUN)  # a claim's verdicts, in the order they are counted
 
 DEFAULT_MARGIN = 0.03
 """The smallest noise margin of any comparison: a difference under 3 % is a tie, never a direction (issue 51)."""
