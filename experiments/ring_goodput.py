@@ -1,6 +1,6 @@
 """The ring's goodput by (ranks, segment) as the simulator's input, from the ring measured alone (issue 14).
 
-For every row of the ``allreduce.csv`` files of ``experiments/allreduce_vs_gloo.py`` (N ranks, M bytes, one
+For every row of the ``allreduce.csv`` files of ``benchmarks/allreduce_vs_gloo.py`` (N ranks, M bytes, one
 shaped link profile, SyncLab's measured seconds), this simulates the same ring all-reduce with the emulator's
 host modelled (``synclab.sim.run.simulate_ring``: the per-message start-up and the CPU per byte on 2 shared
 cores, the shaper's bucket) and finds the share of the link the ring must be given for the simulation to take
@@ -44,7 +44,7 @@ def calibrate(paths: list[Path], cores: float) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("csvs", nargs="+", type=Path, help="allreduce.csv files of experiments/allreduce_vs_gloo.py")
+    ap.add_argument("csvs", nargs="+", type=Path, help="allreduce.csv files of benchmarks/allreduce_vs_gloo.py")
     ap.add_argument("--cores", type=float, default=2.0, help="the host's cores, as synclab simulate --host-cpu")
     ap.add_argument("--out", type=Path, default=Path("ring-goodput.csv"))
     a = ap.parse_args()

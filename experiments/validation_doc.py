@@ -4,9 +4,9 @@ Every ``docs/validation/NAME/sim-vs-emu.json`` (written by ``experiments/sim_vs_
 command, the code, and per point the emulated and simulated mean iteration time, the fitted T(M) = a + b·M of
 ``mgwfbp`` on both sides, when the emulated point ran and the host's load then) becomes one section: simulated ÷
 emulated per (strategy, rate, model) and worker count, bold within ±10 %, and the a, b ratios (the issue's 20 %).
-Every ``docs/validation/NAME/allreduce.csv`` (``experiments/allreduce_vs_gloo.py``, copied there) becomes a table
+Every ``docs/validation/NAME/allreduce.csv`` (``benchmarks/allreduce_vs_gloo.py``, copied there) becomes a table
 of the ring's measured goodput share per (ranks, segment), the simulator's ``--ring-goodput`` input, every
-``sampler-cost.csv`` (``experiments/sampler_cost.py``) a table of the traffic sampler's CPU; an ``about.md`` says
+``sampler-cost.csv`` (``benchmarks/sampler_cost.py``) a table of the traffic sampler's CPU; an ``about.md`` says
 in words what a record is for. ``docs/validation/grid.csv`` names, oldest first, the records that measured issue
 14's grid under its own conditions (the rule's dilation, nothing set beyond the batch); the document opens with
 that grid as it stands — every strategy × {1, 4 Gbit/s} × {2, 4, 8, 16} workers × {ResNet-50, VGG-16}, each point
@@ -241,7 +241,7 @@ def ring_section(name: str, paths: list[Path]) -> list[str]:
     rows = [r for path in paths for r in csv.DictReader(path.open())]
     rows.sort(key=lambda r: (int(r["ranks"]), float(r["mbytes"])))
     lines = [f"## `{name}`: the ring alone ({', '.join(f'`{p.name}`' for p in paths)})", "",
-             "SyncLab's ring all-reduce alone (`experiments/allreduce_vs_gloo.py`), its share of the link's TCP "
+             "SyncLab's ring all-reduce alone (`benchmarks/allreduce_vs_gloo.py`), its share of the link's TCP "
              "goodput (ring bound ÷ time ÷ 1448/1514) by ranks and segment (bytes ÷ ranks), gloo's beside it; CPU: "
              "all ranks' CPU seconds per GB of ring traffic, SyncLab / gloo:", "",
              "| link | ranks | MB | segment | SyncLab s | gloo s | ring bound s | SyncLab share | gloo share "
@@ -274,10 +274,10 @@ def calibrated_section(name: str, path: Path) -> list[str]:
 
 
 def sampler_section(name: str, path: Path) -> list[str]:
-    """``experiments/sampler_cost.py``'s table: one node's traffic sampler alone, its CPU by interval."""
+    """``benchmarks/sampler_cost.py``'s table: one node's traffic sampler alone, its CPU by interval."""
     rows = list(csv.DictReader(path.open()))
     lines = [f"## `{name}`: a node's traffic sampler alone (`{path.name}`)", "",
-             "One `TrafficSampler` in a process of its own (`experiments/sampler_cost.py`), CPU beyond an idle "
+             "One `TrafficSampler` in a process of its own (`benchmarks/sampler_cost.py`), CPU beyond an idle "
              "process's, median of the repeats:", "",
              "| interval | samples/s | CPU ms per host second | CPU µs per sample |", "|---|---|---|---|"]
     for r in rows:

@@ -45,7 +45,7 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
                                                         "of TCP goodput the emulator's ring all-reduce reaches "
                                                         "alone, by ring size and segment: N:SHARE, "
                                                         "N:SEGMENT_BYTES:SHARE, or allreduce.csv files "
-                                                        "of experiments/allreduce_vs_gloo.py (default: 1)."),
+                                                        "of benchmarks/allreduce_vs_gloo.py (default: 1)."),
              shard_cpu: Optional[str] = typer.Option(None, "--shard-cpu", help="PUSH,UPDATE,REPLY: the PS shards' "
                                                      "host CPU in ns per value (experiments/shard_cpu.py measures "
                                                      "it); default off, the papers' PS machines.")):

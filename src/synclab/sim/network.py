@@ -183,7 +183,7 @@ class HostCpu:
         self.serial_s_per_byte = serial_s_per_byte
         self.tensor_s = tensor_s  # the worker runtime's host seconds per tensor beside the ring (Network.tensor_job)
         # the share of the link's TCP goodput the emulator's ring reaches at this world size, measured alone
-        # (experiments/allreduce_vs_gloo.py; synclab.sim.run.ring_goodput_for): one share, or (segment bytes,
+        # (benchmarks/allreduce_vs_gloo.py; synclab.sim.run.ring_goodput_for): one share, or (segment bytes,
         # share) points (goodput_at); ring segments take 1/share longer
         points = [(0, float(ring_goodput))] if isinstance(ring_goodput, (int, float)) else list(ring_goodput)
         if not all(0 < g <= 1 for _, g in points):

@@ -36,7 +36,7 @@ from synclab.strategies.simmodel import ParameterServer, RingAllReduce, SimModel
 # The host was shared (load average 4.9 at the start of that batch). The 2026-11-24 fit gave 0.861 ms.
 DEFAULT_STARTUP_S = 0.000972
 # The emulator's data plane costs this many host CPU seconds per byte moved (all processes, sender and
-# receiver together). Source: README "### The data plane beside gloo", `experiments/allreduce_vs_gloo.py`
+# receiver together). Source: README "### The data plane beside gloo", `benchmarks/allreduce_vs_gloo.py`
 # on this 2-core VM, 2026-11-24: SyncLab's ring all-reduce of ResNet-50's 102 MB over 1 Gbit/s tbf,
 # "CPU s/GB" 2.09 at 2 ranks and 2.09 at 4 ranks (all ranks' user+system over 2(N-1)·M·4 bytes sent).
 # Used only with ``host_cores`` (HostCpu, the emulator's host as a shared resource; off by default).
@@ -159,7 +159,7 @@ def simulate_ring(world: int, numel: int, link, *, host_cores: float = 2.0, good
                   startup_s: float = DEFAULT_STARTUP_S, elem_bytes: int = 4) -> float:
     """Seconds of one ring all-reduce of ``numel`` elements among ``world`` ranks behind ``link`` (a
     :class:`~synclab.netem.profiles.LinkProfile`) on the emulator's host modelled (``host_cores``, D = 1), timed
-    as ``experiments/allreduce_vs_gloo.py`` times SyncLab's: after an untimed warm-up all-reduce and a one-element
+    as ``benchmarks/allreduce_vs_gloo.py`` times SyncLab's: after an untimed warm-up all-reduce and a one-element
     barrier all-reduce. ``goodput``: the ring's share (or (segment, share) points) to simulate it with."""
     from synclab.config.spec import auto_chunk_bytes
 
@@ -203,7 +203,7 @@ def parse_ring_goodput(text: str) -> GoodputTable:
     (segment in bytes, e.g. ``16:150562:0.61``), ``ring-goodput.csv`` files of ``experiments/ring_goodput.py``
     (ranks, segment_bytes, share: the share calibrated against the simulated ring alone) or ``allreduce.csv``
     files of
-    ``experiments/allreduce_vs_gloo.py`` (each row: ranks, MB all-reduced, the ring bound at the wire rate and
+    ``benchmarks/allreduce_vs_gloo.py`` (each row: ranks, MB all-reduced, the ring bound at the wire rate and
     SyncLab's time; segment = bytes / ranks, share = bound / time / :data:`PAYLOAD_SHARE`, i.e. of the TCP
     goodput the simulator's links already carry, at most 1), comma-separated. A (ranks, segment) given more
     than once (repeated measurements) gets the mean of its shares. A ring size takes entries with a segment

@@ -36,7 +36,7 @@ The paper warms up for 500 iterations (§4.2, Fig. 4: 100 or 200 cost accuracy,
 few dozen iterations that should spend most of their time in the delay stage.
 Any accuracy statement must warm up as the paper does: ``strategy.warmup=500``
 at the paper's batch, or the same ~5 epochs at another
-(``experiments/accuracy_digits.py``). Default k = 2, the best test accuracy on
+(``studies/accuracy_digits.py``). Default k = 2, the best test accuracy on
 ResNet-20 (Table 2).
 """
 

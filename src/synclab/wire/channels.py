@@ -45,7 +45,7 @@ def http2_frame_bytes(chunk_bytes: int) -> int | None:
     With the fast links' frames (``chunk_bytes`` ≥ 4 MiB, ``transport.chunk_bytes: auto`` unshaped): one whole
     chunk with its header (RFC 9113 §6.5.2 allows 16 KiB to 16 MiB − 1), so a gRPC message travels in one
     DATA frame instead of 256 and the receiver hands grpcio one slice to turn into ``bytes`` instead of 256.
-    Measured side by side (experiments/allreduce_vs_gloo.py --baseline-src, 4 ranks): with 1 MiB frames,
+    Measured side by side (benchmarks/allreduce_vs_gloo.py --baseline-src, 4 ranks): with 1 MiB frames,
     3-5 % less CPU per GB unshaped but 5 % more at 1 Gbit/s (tbf), time unchanged; so shaped links, whose
     frames stay 1 MiB, keep gRPC's default."""
     if chunk_bytes < LARGE_FRAMES_FROM_CHUNK_BYTES:

@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
-SCRIPT = Path(__file__).resolve().parents[3] / "experiments" / "allreduce_vs_gloo.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "allreduce_vs_gloo.py"
 
 
 def test_smallest_form_runs_gloo_and_the_ring_and_writes_its_files(kernel_backends, tmp_path):

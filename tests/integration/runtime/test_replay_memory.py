@@ -1,27 +1,27 @@
-"""experiments/replay_memory.py: every node process of a real local run is seen, with its kernel-reported peak."""
+"""benchmarks/replay_memory.py: every node process of a real local run is seen, with its kernel-reported peak."""
 
 from pathlib import Path
 
 import pytest
 
 from support.cluster import FAST
-from support.scripts import load_experiment
+from support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def test_role_of_reads_the_launchers_command_lines():
-    m = load_experiment("replay_memory")
+    m = load_script("benchmarks/replay_memory.py")
     assert m.role_of(["python", "-m", "synclab", "worker", "--rank", "3", "--coordinator", "a:1"]) == ("worker", 3)
     assert m.role_of(["ip", "netns", "exec", "n", "python", "-m", "synclab", "ps", "--shard", "1"]) == ("ps", 1)
     assert m.role_of(["python", "-m", "synclab", "coordinator", "--spec", "s.yaml"]) == ("coordinator", None)
     assert m.role_of(["python", "-m", "synclab", "run", "spec.yaml"]) is None
-    assert m.role_of(["python", "experiments/replay_memory.py"]) is None
+    assert m.role_of(["python", "benchmarks/replay_memory.py"]) is None
 
 
 @pytest.mark.slow
 def test_a_ps_run_reports_every_process_peak(tmp_path):
-    m = load_experiment("replay_memory")
+    m = load_script("benchmarks/replay_memory.py")
     r = m.measure(REPO / "examples" / "quickstart.yaml", ["strategy.name=ps", "cluster.workers=2", *FAST], tmp_path,
                   period_s=0.2)
     assert r["rc"] == 0, (tmp_path / "run.log").read_text()[-2000:]

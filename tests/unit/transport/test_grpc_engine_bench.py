@@ -1,15 +1,15 @@
-"""experiments/grpc_engine_bench.py: its parsing, its summary, and one tiny stream per engine over loopback."""
+"""benchmarks/grpc_engine_bench.py: its parsing, its summary, and one tiny stream per engine over loopback."""
 
 from __future__ import annotations
 
 import pytest
 
-from support.scripts import load_experiment
+from support.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_experiment("grpc_engine_bench")
+    return load_script("benchmarks/grpc_engine_bench.py")
 
 
 def test_sizes_parse_binary_suffixes(bench):

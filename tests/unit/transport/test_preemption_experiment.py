@@ -1,4 +1,4 @@
-"""experiments/priority_preemption.py's cases: what each mode queues where, and the warm-up (issue 12 item 5)."""
+"""benchmarks/priority_preemption.py's cases: what each mode queues where, and the warm-up (issue 12 item 5)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from concurrent.futures import Future
 
 import pytest
 
-from support.scripts import load_experiment
+from support.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def exp():
-    return load_experiment("priority_preemption")
+    return load_script("benchmarks/priority_preemption.py")
 
 
 class FakeLink:

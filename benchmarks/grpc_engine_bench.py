@@ -27,7 +27,7 @@ round is a new stream on the same channel; round 0 is a warm-up; the table gives
 CPU is ``getrusage(RUSAGE_SELF)`` user+system of each process (every thread) over the round: the sender from
 its first write to the receiver's answer, the receiver from the call's arrival to its last message.
 
-    python experiments/grpc_engine_bench.py [--mib 1024] [--sizes 4194304,1048576]
+    python benchmarks/grpc_engine_bench.py [--mib 1024] [--sizes 4194304,1048576]
         [--engines socket,sync,aio,sync-handoff,aio-handoff] [--repeats 3] [--cycles 1] [--loopback] [--out runs/grpc-engine]
 
 Writes ``engines.json`` to ``--out`` when given. Result on the 2-core VM (2026-11-26): aio saves neither CPU nor

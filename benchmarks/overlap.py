@@ -11,7 +11,7 @@ Ideal overlap gives C = max(A, B); none gives C = A + B. Printed: per-iteration 
 overlap efficiency = (A + B − C) / min(A, B) (1 = perfect, 0 = serialized), and the
 slowdown of compute while communication runs (GIL and CPU contention together).
 
-    python experiments/overlap.py [--model smallcnn] [--batch 32] [--iterations 20] [--rate 0] [--json]
+    python benchmarks/overlap.py [--model smallcnn] [--batch 32] [--iterations 20] [--rate 0] [--json]
 """
 
 from __future__ import annotations

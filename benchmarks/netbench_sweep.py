@@ -4,7 +4,7 @@ For each rate: kernel shaping in network namespaces (tbf and htb), SyncLab trans
 stream vs iperf3 on the same link; and the in-process ``app`` backend on loopback up to 1 Gbit/s.
 Prints a table of ratios (goodput / configured rate, SyncLab / iperf3) and writes JSON + a PNG.
 
-    python experiments/netbench_sweep.py [--rates 100mbit,500mbit,1gbit,2gbit,4gbit] [--duration 3] [--out DIR]
+    python benchmarks/netbench_sweep.py [--rates 100mbit,500mbit,1gbit,2gbit,4gbit] [--duration 3] [--out DIR]
 """
 
 from __future__ import annotations

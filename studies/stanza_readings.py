@@ -5,7 +5,7 @@ compare ``choose_fc_workers(N, profile)`` under ``algorithm`` (floor(log2 n_c)+2
 ``as-printed`` (ceil(log2 n_c)+2 rounds, any n_f); print the count of cases that differ, of those with a
 printed n_f > n_c (which cannot run), and write them to a CSV.
 
-    python experiments/stanza_readings.py [--nodes 2-32] [--bandwidths 1gbit,2.5gbit,10gbit,25gbit,100gbit]
+    python studies/stanza_readings.py [--nodes 2-32] [--bandwidths 1gbit,2.5gbit,10gbit,25gbit,100gbit]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ and non-overlapped communication (MG-WFBP Fig. 8's bars), the share of communica
 (``communication_hidden``, measured from the wire: see README "Two figures about overlap"), plus
 throughput and bytes moved.
 
-    python experiments/strategy_sweep.py [--spec examples/quickstart.yaml] [--rate 1gbit] [--workers 4]
+    python benchmarks/strategy_sweep.py [--spec examples/quickstart.yaml] [--rate 1gbit] [--workers 4]
         [--iterations 20] [--set KEY=VALUE ...] [--out runs/strategy-sweep]
 
 Real compute by default; ``--set compute.mode=replay --set model.name=resnet50 ...`` sweeps replayed models.

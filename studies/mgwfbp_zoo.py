@@ -12,7 +12,7 @@ does: a profile measured on a CPU is ~100x slower than the GPUs of Fig. 4, so
 with CPU profiles the interesting rows are at 0.01 (and below), where
 communication is no longer hidden and merging matters.
 
-    python experiments/mgwfbp_zoo.py [--profiles profiles/*.json] [--scales 1,0.01,0.001] [--out runs/mgwfbp-zoo]
+    python studies/mgwfbp_zoo.py [--profiles profiles/*.json] [--scales 1,0.01,0.001] [--out runs/mgwfbp-zoo]
 """
 
 from __future__ import annotations

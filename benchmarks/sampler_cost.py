@@ -7,7 +7,7 @@ Every emulated node runs a :class:`~synclab.metrics.sampler.TrafficSampler` thre
 process's CPU seconds (user + system, every thread) per host second beyond an idle process's, and per sample:
 the input :func:`synclab.sim.network.sampler_cores` takes (in cores, a share of one core's time per node).
 
-    python experiments/sampler_cost.py [--intervals-ms 10,40,160,1000] [--seconds 10] [--repeats 3]
+    python benchmarks/sampler_cost.py [--intervals-ms 10,40,160,1000] [--seconds 10] [--repeats 3]
         [--out runs/sampler-cost]
 
 Writes ``sampler-cost.csv`` and ``.json`` to ``--out``; run it alone (nothing else on the host), like every

@@ -7,7 +7,7 @@ exits non-zero is a failure; its first error line is kept. For ``mgwfbp`` and
 ``mgwfbp-opt`` the fitted T(M) = a + b·M (plan.json) is recorded too, so the
 range the live fit takes over repeats is visible.
 
-    python experiments/soak.py [--strategies mgwfbp,mgwfbp-opt] [--repeats 10] [--out runs/soak]
+    python benchmarks/soak.py [--strategies mgwfbp,mgwfbp-opt] [--repeats 10] [--out runs/soak]
         [--set run.iterations=6 ...] [--keep-runs]
 
 Writes ``outcomes.csv`` and ``summary.json`` into --out; prints a table. Not in CI

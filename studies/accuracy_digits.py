@@ -9,7 +9,7 @@ experiments") are ~5 epochs of CIFAR-10 at its global batch of 512 (4 machines x
 iterations per epoch [derived]; 5 epochs of digits at 4 x 32 are 56 iterations. ASGD runs at the same lr
 (what MXNet's dist_async does with one optimizer setting) and, as ``asgd-lr<lr/N>``, at lr / workers.
 
-    python experiments/accuracy_digits.py [--seeds 0,1,2] [--iterations 300] [--eval-every 25] [--lr 0.1]
+    python studies/accuracy_digits.py [--seeds 0,1,2] [--iterations 300] [--eval-every 25] [--lr 0.1]
         [--ks 1,2,3,4,5] [--ps-shards 1] [--out runs/accuracy-digits]
 
 Writes ``curves.csv`` (every evaluation of every run), ``accuracy.json`` (final accuracies per configuration:

@@ -5,7 +5,7 @@ measured on this CPU, iteration times side by side.
 2. For each strategy: a real run and a replay run of the same spec (same cluster, link, iterations).
 3. Prints iteration time, compute and non-overlapped communication of both and their ratio; JSON + PNG.
 
-    python experiments/replay_vs_real.py [--model smallcnn] [--batch 32] [--strategies local,ps,wfbp]
+    python studies/replay_vs_real.py [--model smallcnn] [--batch 32] [--strategies local,ps,wfbp]
         [--rate 1gbit] [--out runs/replay-vs-real]
 """
 

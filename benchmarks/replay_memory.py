@@ -9,7 +9,7 @@ run: the largest worker and shard, the sum of all peaks, the host's lowest avail
 run's nodes were up, the run's exit status), and prints a table. The sum of peaks is an upper bound on
 what the run needed at once: the processes do not all peak together.
 
-    python experiments/replay_memory.py --strategies wfbp,ps --workers 2 \\
+    python benchmarks/replay_memory.py --strategies wfbp,ps --workers 2 \\
         --set model.name=vgg16 --set model.batch_size=64 --set compute.mode=replay --set compute.scale=0.01 \\
         --set run.iterations=4 --out runs/replay-memory [--lock /tmp/synclab-emu.lock]
 

@@ -12,7 +12,7 @@
 3. Dilation: the same experiment at 2D — the de-dilated iteration times of
    the two runs; target within 5%.
 
-    python experiments/replay_bench.py [--model resnet50] [--scale 0.01] [--dilation 4]
+    python benchmarks/replay_bench.py [--model resnet50] [--scale 0.01] [--dilation 4]
         [--rate 1gbit | --profile 1gbit] [--iterations 5] [--out runs/replay-bench]
 
 ``--scale 0.01`` turns this machine's CPU profile of ResNet-50 into roughly a

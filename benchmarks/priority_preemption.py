@@ -17,7 +17,7 @@ by the kernel (tbf/htb); then bytes the transport already wrote into the socket 
 socket buffer and qdisc queue delay the urgent message. ``--notsent-lowat BYTES`` sets the namespaces'
 ``net.ipv4.tcp_notsent_lowat`` (how many unsent bytes a socket may hold; the kernel default is unbounded).
 
-    python experiments/priority_preemption.py [--isolation none|netns] [--rate 80mbit] [--big-mb 8]
+    python benchmarks/priority_preemption.py [--isolation none|netns] [--rate 80mbit] [--big-mb 8]
         [--urgent-kb 1000] [--chunk-kb 64] [--repeats 3] [--notsent-lowat BYTES] [--warm-kb 0]
 """
 

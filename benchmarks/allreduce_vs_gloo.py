@@ -16,9 +16,9 @@ ring bound is ``2(N−1)/N · M · 4 B · 8 / rate`` (a rank sends that much thr
 CPU seconds per GB: the user+system time of all ranks over the ring's traffic, ``2(N−1) · M · 4`` bytes per
 all-reduce (gloo's own algorithm may move a little more or less). Default M = 25,557,032: ResNet-50's gradients.
 
-    python experiments/allreduce_vs_gloo.py [--links 1gbit,4gbit,unshaped] [--ranks 2,4,8]
+    python benchmarks/allreduce_vs_gloo.py [--links 1gbit,4gbit,unshaped] [--ranks 2,4,8]
         [--floats 25557032] [--repeats 3] [--notsent-lowat BYTES] [--ps] [--out runs/allreduce-vs-gloo]
-    python experiments/allreduce_vs_gloo.py --quick    # 1gbit and unshaped, 4 ranks, 4 M floats, 2 repeats
+    python benchmarks/allreduce_vs_gloo.py --quick    # 1gbit and unshaped, 4 ranks, 4 M floats, 2 repeats
 
 Needs root (network namespaces). Writes ``allreduce.csv``, ``allreduce.json`` and ``allreduce.png`` to ``--out``.
 """
