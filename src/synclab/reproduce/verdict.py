@@ -216,9 +216,9 @@ def _judge_gain(value: float, p: float, j, margin: float, unit: str) -> tuple[st
     gain_factor = max(g / gp, gp / g)
     if j.same_side_of_one and abs(g) >= abs(gp) * PARTLY_SHARE:
         return PARTLY, (f"{apart}; same direction as the paper and at least a third of its gain "
-                        f"({g / gp:.2g} of it), different size")
+                        f"({g / gp:.3g} of it), different size")
     if j.same_side_of_one and not (j.partly_factor is not None and gain_factor <= j.partly_factor):
-        return NOT, f"{apart}; same direction but under a third of the paper's gain ({g / gp:.2g} of it)"
+        return NOT, f"{apart}; same direction but under a third of the paper's gain ({g / gp:.3g} of it)"
     if j.partly_factor is not None and gain_factor <= j.partly_factor:
         return PARTLY, f"{apart}; gain within the factor {j.partly_factor:g} counted as partly"
     return NOT, f"{apart} (gain x{gain_factor:.2g} apart)"
@@ -245,7 +245,7 @@ def _judge_direction(value: float, ref: float, direction: str, margin: float, un
     ``margin`` of the reference either way it is a tie, not a direction."""
     sign = 1 if direction == "above" else -1
     beyond = sign * (value - ref) / (abs(ref) or 1.0)  # a share of the reference (absolute when it is 0)
-    stated = f"SyncLab {_fmt(value)} {unit}, paper: {direction} {_fmt(ref)}"
+    stated = f"SyncLab {_fmt(value)}{' ' + unit if unit else ''}, paper: {direction} {_fmt(ref)}"
     if beyond > margin:
         return REPRODUCED, f"{stated}: {beyond:.1%} {direction} it, more than the {margin:.1%} noise margin"
     if beyond >= -margin:
