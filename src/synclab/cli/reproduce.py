@@ -119,18 +119,18 @@ def _doc_path(root: Path) -> Path:
 def _rejudge(root: Path | None, targets: list) -> None:
     """Re-judge each target's checked-in records (full and quick) and print what moved."""
     from synclab.reproduce.doc import record_dir
-    from synclab.reproduce.rejudge import rejudge
+    from synclab.reproduce.rejudge import judge_version, rejudge
 
     if root is None:
         _fail("the checked-in records belong to a checkout: run --rejudge inside one")
-    done = 0
+    done, judge = 0, judge_version()  # before any record is rewritten
     for x in targets:
         for form in ("full", "quick"):
             d = record_dir(_doc_path(root), x.id, form)
             if not (d / "verdict.json").exists():
                 continue
             try:
-                v = rejudge(x, d)
+                v = rejudge(x, d, judge)
             except (ValueError, OSError) as e:
                 console.print(f"[bold red]error:[/] {x.id} ({form}): {e}")
                 raise typer.Exit(1)

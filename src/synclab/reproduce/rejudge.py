@@ -71,9 +71,27 @@ def _reason(before: dict[str, Any] | None, after: dict[str, Any], role: str) -> 
     return why
 
 
-def rejudge(target: Target, record: Path) -> dict[str, Any]:
+def judge_version() -> str:
+    """The commit of the judge's code (this package), ``-dirty`` only when the package itself has uncommitted
+    changes: the records a re-judge rewrites must not mark the judge as dirty."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(here), "diff", "--quiet", "HEAD", "--", "."], timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return code_version(here)
+    if head.returncode != 0:
+        return code_version(here)
+    return head.stdout.strip() + ("-dirty" if dirty.returncode != 0 else "")
+
+
+def rejudge(target: Target, record: Path, judge: str | None = None) -> dict[str, Any]:
     """Judge ``target``'s claims again from the record in ``record`` and rewrite its ``verdict.json``; returns
-    it. The record must belong to ``target`` (its ``verdict.json`` names it)."""
+    it. The record must belong to ``target`` (its ``verdict.json`` names it). ``judge``: the judge's version
+    to record (default :func:`judge_version`)."""
     path = record / "verdict.json"
     old = json.loads(path.read_text())
     if old.get("target") != target.id:
@@ -96,7 +114,7 @@ def rejudge(target: Target, record: Path) -> dict[str, Any]:
            "verdict": old["verdict"] if old.get("verdict") == "failed" else verdict_of(claims, checks)}
     if changes or new["verdict"] != old["verdict"]:
         new["rejudged"] = {
-            "written": time.strftime("%Y-%m-%d %H:%M:%S"), "judge": code_version(Path(__file__).resolve().parent),
+            "written": time.strftime("%Y-%m-%d %H:%M:%S"), "judge": judge or judge_version(),
             "verdict_before": old["verdict"],
             "counts_before": {"claims": _count(old.get("claims", [])),
                               "calibration_checks": _count(old.get("calibration_checks", []))},

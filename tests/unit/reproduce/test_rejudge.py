@@ -110,3 +110,4 @@ def test_the_cli_rejudges_a_checked_in_record_and_writes_the_doc(tmp_path, monke
     assert "mgwfbp-fig4" in (tmp_path / "docs" / "REPRODUCTION.md").read_text()
     assert CliRunner().invoke(app, ["reproduce", "nope", "--rejudge"]).exit_code == 2
     assert CliRunner().invoke(app, ["reproduce", "p3-fig12-resnet50", "--rejudge"]).exit_code == 2  # no record
+
