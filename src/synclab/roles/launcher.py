@@ -7,9 +7,10 @@ orphans survive a crash. The launcher writes ``status.json`` in every case:
 
 With ``run.restart: on-failure`` a failed job is restarted, up to
 ``run.max_restarts`` times, from its last consistent checkpoint
-(:mod:`synclab.roles.checkpoint`; from the start when there is none). The unit of
-restart is the whole job, as in torchelastic: a synchronous job cannot go on
-with one node rewound, so every node stops and resumes from the same cut.
+(:mod:`synclab.roles.checkpoint`; from the start when there is none), by the
+policy of :mod:`synclab.roles.restart` that the container supervisor shares. The
+unit of restart is the whole job, as in torchelastic: a synchronous job cannot go
+on with one node rewound, so every node stops and resumes from the same cut.
 ``status.json`` lists each restart with its cause.
 """
 
@@ -32,6 +33,7 @@ import grpc
 
 from synclab.config import Spec
 from synclab.roles.bootstrap import free_port
+from synclab.roles.restart import next_attempt, restart_due
 from synclab.wire import pb, rpc
 from synclab.wire.channels import open_channel
 
@@ -201,25 +203,16 @@ class LocalCluster:
 
     def restart(self) -> int:
         """Stop every node, then start the job again from its last consistent checkpoint; returns its iteration."""
-        import yaml
-
-        from synclab.roles import checkpoint
-
         self.terminate()
         for attr in ("_stub", "_channel"):
             if hasattr(self, attr):
                 delattr(self, attr)
         self.children = []
-        (self.run_dir / "failure.json").unlink(missing_ok=True)
         logs = self.run_dir / "logs"
         if logs.exists():  # the failed attempt's logs stay, numbered
             self.previous_logs = self.run_dir / f"logs-attempt{len(list(self.run_dir.glob('logs-attempt*'))) + 1}"
             logs.rename(self.previous_logs)
-        resume = checkpoint.latest(self.run_dir)
-        data = self.spec.to_dict()
-        data["run"]["resume_from"] = resume
-        spec_path = self.run_dir / "spec-restart.yaml"
-        spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
+        spec_path, resume = next_attempt(self.run_dir, self.spec.to_dict())
         self.start(spec_path)
         return resume
 
@@ -242,7 +235,7 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
     try:
         while True:
             status = _watch(cluster, on_progress, poll_s, stop)
-            if status["status"] != "failed" or not _may_restart(cluster.spec.run, len(restarts)):
+            if status["status"] != "failed" or not restart_due(cluster.spec.run, len(restarts)):
                 break
             resumed = cluster.restart()
             restarts.append({"reason": status["reason"], "resumed_from": resumed, "at": time.time(),
@@ -271,10 +264,6 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
             status["pids"] = {c.name: c.proc.pid for c in cluster.children}
             (cluster.run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
     return status
-
-
-def _may_restart(run, restarts_so_far: int) -> bool:
-    return run.restart == "on-failure" and restarts_so_far < run.max_restarts
 
 
 def _watch(cluster: LocalCluster, on_progress, poll_s: float, stop: threading.Event) -> dict:

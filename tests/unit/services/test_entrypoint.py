@@ -1,5 +1,6 @@
-"""The container entrypoint (services/entrypoint.py) without a container: its variables, its
-job spec (the same as ``synclab run`` makes from the same file and overrides), help and health."""
+"""The container entrypoint (services/entrypoint.py, logic in synclab.roles.container) without a container:
+its variables, its job spec (the same as ``synclab run`` makes from the same file and overrides), help and
+health, its supervisor and the restart policy it shares with the local launcher."""
 
 from __future__ import annotations
 
@@ -19,20 +20,64 @@ from support.scripts import load_script
 from synclab.config.settings import ContainerSettings
 
 ROOT = Path(__file__).resolve().parents[3]
+SHIM = ROOT / "services" / "entrypoint.py"
 COMPOSE_SPEC = ROOT / "services" / "specs" / "compose.yaml"
+
+
+class Entrypoint:
+    """The modules of :mod:`synclab.roles.container` (and the restart policy) read as one namespace:
+    ``entrypoint.supervise(...)``, ``entrypoint.STATE_DIR``; state paths are patched on ``entrypoint.host``."""
+
+    def __init__(self):
+        from synclab.roles import restart
+        from synclab.roles.container import bootstrap, health, host, jobs, launch, supervise
+
+        self.host = host
+        self._modules = (host, jobs, bootstrap, supervise, launch, health, restart)
+
+    def main(self, argv: list[str]) -> int:
+        from synclab.roles.container.main import main
+
+        return main(argv, str(SHIM))
+
+    def __getattr__(self, name):
+        for module in self._modules:
+            if hasattr(module, name):
+                return getattr(module, name)
+        raise AttributeError(name)
 
 
 @pytest.fixture
 def entrypoint(tmp_path, monkeypatch):
-    """A fresh copy of the entrypoint module whose state files live under tmp_path."""
-    module = load_script(ROOT / "services" / "entrypoint.py", "synclab_container_entrypoint")
+    """The entrypoint's package, its state files under tmp_path."""
+    module = Entrypoint()
     state = tmp_path / "state"
     for name in ("SHAPING_FILE", "JOB_SPEC_FILE", "JOB_STARTED_FILE", "HEALTH_FILE"):
-        monkeypatch.setattr(module, name, state / getattr(module, name).name)
-    monkeypatch.setattr(module, "STATE_DIR", state)
+        monkeypatch.setattr(module.host, name, state / getattr(module.host, name).name)
+    monkeypatch.setattr(module.host, "STATE_DIR", state)
     for var in [v for v in os.environ if v.startswith("SYNCLAB_")]:
         monkeypatch.delenv(var)
     return module
+
+
+def test_the_script_is_a_thin_shim_over_the_package():
+    assert len(SHIM.read_text().splitlines()) <= 60
+    from synclab.roles.container.main import main
+
+    assert load_script(SHIM, "synclab_container_entrypoint").main is main
+
+
+def test_the_container_and_the_local_launcher_share_one_restart_policy():
+    import synclab.roles.container.jobs
+    import synclab.roles.launcher
+    from synclab.config import parse_spec
+    from synclab.roles import restart
+
+    assert synclab.roles.launcher.restart_due is restart.restart_due is synclab.roles.container.jobs.restart_due
+    assert synclab.roles.launcher.next_attempt is restart.next_attempt is synclab.roles.container.jobs.next_attempt
+    typed = parse_spec({"run": {"restart": "on-failure", "max_restarts": 1, "checkpoint_every": 1}}).run
+    assert [restart.restart_due(typed, n) for n in (0, 1)] == [True, False]
+    assert restart.restart_due(typed.model_dump(), 0) and not restart.restart_due(typed.model_dump(), 1)
 
 
 def test_cli_and_container_resolve_the_same_spec(entrypoint, tmp_path, monkeypatch):
@@ -228,7 +273,7 @@ def test_tls_files_are_copied_private_for_the_unprivileged_stage(entrypoint, tmp
 
 
 def test_nodes_serve_on_the_cluster_interface_only(entrypoint, monkeypatch):
-    monkeypatch.setattr(entrypoint, "advertise_address", lambda device: "10.9.8.7")
+    monkeypatch.setattr(entrypoint.host, "advertise_address", lambda device: "10.9.8.7")
     monkeypatch.setenv("SYNCLAB_TOKEN", "t")
     job = entrypoint.node_job("worker", entrypoint.read_settings())()
     assert job.cmd[job.cmd.index("--host") + 1] == "10.9.8.7"
@@ -398,7 +443,7 @@ def test_the_taken_up_job_resumes_in_its_run_directory_and_counts_the_restart(en
     runs = tmp_path / "runs"
     run_dir = restart_run_dir(runs)
     (runs / "latest").symlink_to("run")
-    monkeypatch.setattr(entrypoint, "JOB_SPEC_FILE", tmp_path / "job-spec.yaml")
+    monkeypatch.setattr(entrypoint.host, "JOB_SPEC_FILE", tmp_path / "job-spec.yaml")
     entrypoint.JOB_SPEC_FILE.write_text((run_dir / "spec.yaml").read_text())
     settings = ContainerSettings.from_env({"SYNCLAB_TOKEN": "t", "SYNCLAB_RUNS_DIR": str(runs)})
     next_job = entrypoint.coordinator_job(settings, {"profile": None, "backend": "none"})
@@ -410,7 +455,7 @@ def test_the_taken_up_job_resumes_in_its_run_directory_and_counts_the_restart(en
 
 
 def test_coordinator_listens_on_the_cluster_interface_only(entrypoint, monkeypatch, tmp_path):
-    monkeypatch.setattr(entrypoint, "advertise_address", lambda device: "10.9.8.6")
+    monkeypatch.setattr(entrypoint.host, "advertise_address", lambda device: "10.9.8.6")
     monkeypatch.setenv("SYNCLAB_TOKEN", "t")
     cmd = entrypoint.coordinator_cmd(tmp_path / "spec.yaml", tmp_path, entrypoint.read_settings())
     assert cmd[cmd.index("--listen") + 1].startswith("10.9.8.6:")
