@@ -32,7 +32,7 @@ from synclab.ps.shard import Shard
 from synclab.transport.node import NodeTransport
 from synclab.wire import pb, rpc
 from synclab.wire.channels import bind, make_server
-from synclab.wire.frames import MessageId, MessageLimits, Received
+from synclab.wire.frames import MessageLimits, Received
 
 TARGETS = ("ps", "coordinator")
 
@@ -77,11 +77,14 @@ class ShardTarget:
                                        policy="priority",
                                        chunk_bytes=chunk_bytes, queue_bytes=queue_bytes, max_streams=max_streams,
                                        limits=self.limits)
+        # max_ahead: a load user pushes the keys in turn and an attempt its stream lost still uses up an
+        # iteration, so a key's next push may come any number of iterations after its last (ps.shard's window
+        # is for training jobs; here only the order of each user's pushes is checked)
         self.shard = Shard(0, parts, self.workers, lr=1.0, momentum=0.0, weight_decay=0.0, mode="async",
-                           send=lambda w, m: self.transport.reverse_link(w, 10.0).send(m))
+                           max_ahead=1 << 40, send=lambda w, m: self.transport.reverse_link(w, 10.0).send(m))
         self._serve = InlineServe(self.shard.handle)
         for k in range(keys):
-            self.shard.handle(Received(MessageId(pb.PARAMS, key_name(k)), "init", 0, torch.zeros(floats)))
+            self.shard.seed(key_name(k), 0, torch.zeros(floats))
         self.port = self.transport.serve(host, port, ps=True, pull_handler=self._pull)
         self.address = f"{host}:{self.port}"
 
@@ -128,9 +131,12 @@ class CoordinatorTarget:
         from synclab.roles.coordinator import CoordinatorService, JobState
 
         self.token = token or uuid.uuid4().hex
-        spec = Spec.model_validate({})  # the default strategy: the PS baseline
+        # the load users are the job's registered workers (the coordinator answers no one else's reports), and
+        # report as many iterations as a run lasts; the default strategy: the PS baseline
+        spec = Spec.model_validate({"run": {"iterations": 1 << 40}})
+        nodes = {user_name(i): pb.NodeInfo(role=pb.WORKER, index=i, name=user_name(i)) for i in range(users)}
         self.job = JobState(spec=spec, run_dir=run_dir or Path("."), job_id="load", network_backend="none",
-                            link_rate_bps=None, expected={pb.WORKER: users, pb.PS: 0}, state="running")
+                            link_rate_bps=None, expected={pb.WORKER: users, pb.PS: 0}, state="running", nodes=nodes)
         self.service = CoordinatorService(self.job)
         self.server = make_server(self.token, max_rpcs)
         rpc.add_CoordinatorServicer_to_server(self.service, self.server)

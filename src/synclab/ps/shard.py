@@ -29,6 +29,27 @@ iteration t has been applied (a pull that arrives earlier waits, as a KVServer
 answers a pull only after the pushes before it); in ``async`` mode a pull gets
 the latest values at once. Every push is validated before anything is touched,
 so a refused push leaves the store unchanged.
+
+Who may ask what, and when (anything else is refused with the reason, the store
+untouched; the transport ends the sender's stream with the refusal's status):
+
+- PARAMS (initial values) only from a worker of the job, and for a partition only
+  while no update has touched it since this shard started: before training, or
+  while a restarted job's rank 0 re-seeds what the shard loaded from its
+  checkpoint (:meth:`Shard.seed` is the in-process way, for a shard's owner).
+- GRADIENT only from a worker, for an iteration in the window
+  (version, version + max_ahead] (async: past the worker's last push, at most
+  max_ahead on).
+- PULL_REQUEST only from a worker, for an iteration within max_ahead of the
+  version (synchronous modes; async: of the worker's last push). A worker pulls
+  the iteration it has just pushed, and at most max_ahead of its pushes can have
+  been applied before its pull is read, so no honest pull falls outside; one
+  further ahead would wait for an update that never comes and keep
+  :meth:`Shard.settled` false, hanging the job.
+- any other frame kind: refused.
+
+``max_ahead`` is the plan's (:class:`synclab.plans.schema.ServerPlan`): 1 for the
+lockstep strategies, k + 1 for SSD-SGD's k-step delay.
 """
 
 from __future__ import annotations
@@ -46,7 +67,7 @@ from synclab.plans.sharding import Partition
 from synclab.ps.optimizer import sgd_momentum_
 from synclab.transport.inbox import TensorSink
 from synclab.wire import pb
-from synclab.wire.frames import Message, MessageId, Received
+from synclab.wire.frames import Message, MessageId, NotPermitted, NotReady, Received
 
 SendFn = Callable[[str, Message], None]
 
@@ -69,6 +90,14 @@ SERVER_MODES: dict[str, ServerMode] = {
 
 class PushRejected(ValueError):
     """A push that does not fit the store (unknown key, wrong size, dtype, duplicate...)."""
+
+
+class NotAWorker(PushRejected, NotPermitted):
+    """A frame from a node that is not a worker of this job."""
+
+
+class NotInitialized(PushRejected, NotReady):
+    """A push or pull for a partition whose initial values have not arrived yet."""
 
 
 @dataclass
@@ -108,6 +137,7 @@ class _Entry:
     last_push: dict[str, int] = field(default_factory=dict)     # worker -> last iteration pushed (async)
     waiting_pulls: list[tuple[str, int]] = field(default_factory=list)  # (worker, iteration) not yet answerable
     snapshot: tuple[int, weakref.ref] | None = None  # (version, the copy of value its replies send)
+    touched: bool = False   # an update has been applied or begun since this shard started: no more PARAMS
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -210,6 +240,7 @@ class Shard:
             if r is None:
                 r = e.rounds[mid.iteration] = _Round(torch.zeros(e.part.length))
             r.streaming.add(sender)
+            e.touched = True
         sink, done = _PushSink(r), Future()
         done.add_done_callback(lambda f: self._stream_ended(e, mid.iteration, r, sender, sink, f))
         return sink, done
@@ -226,7 +257,11 @@ class Shard:
                 del e.rounds[it]
 
     def handle(self, msg: Received) -> None:
+        """Apply one complete message; :class:`PushRejected` (naming the reason) for anything refused."""
         kind = msg.mid.kind
+        if msg.sender not in self.workers:
+            name = pb.FrameKind.Name(kind) if kind in pb.FrameKind.values() else f"kind {kind}"
+            raise NotAWorker(f"a {name} frame from {msg.sender!r}, which is not a worker of this job")
         if kind == pb.GRADIENT:
             self._push(msg)
         elif kind == pb.PULL_REQUEST:
@@ -234,7 +269,8 @@ class Shard:
         elif kind == pb.PARAMS:
             self._init(msg)
         else:
-            raise PushRejected(f"a PS shard does not accept {pb.FrameKind.Name(kind)} frames")
+            name = pb.FrameKind.Name(kind) if kind in pb.FrameKind.values() else f"unknown kind {kind}"
+            raise PushRejected(f"a PS shard does not accept {name} frames")
 
     def _check(self, e: _Entry, msg: Received) -> torch.Tensor:
         t = msg.tensor
@@ -248,11 +284,19 @@ class Shard:
         return t
 
     def _init(self, msg: Received) -> None:
-        e = self._entry(msg.mid.key, msg.mid.slice)
-        t = self._check(e, msg)
+        """Initial values from a worker (rank 0 seeds, and re-seeds on a restart); refused once training has
+        touched the partition."""
+        self.seed(msg.mid.key, msg.mid.slice, self._check(self._entry(msg.mid.key, msg.mid.slice), msg))
+
+    def seed(self, key: str, slice_: int, values: torch.Tensor) -> None:
+        """Set a partition's initial values (the owner of an in-process shard, or :meth:`handle` for PARAMS)."""
+        e = self._entry(key, slice_)
         with e.lock:
+            if e.touched or e.rounds or e.waiting_pulls:
+                raise PushRejected(f"{key!r} slice {slice_}: initial values after training has begun "
+                                   f"(version {e.version})")
             first = e.value is None
-            e.value, e.snapshot = t.clone(), None
+            e.value, e.snapshot = values.detach().clone(), None
         if first:
             with self._init_lock:
                 self._uninitialized -= 1
@@ -264,15 +308,16 @@ class Shard:
         e = self._entry(msg.mid.key, msg.mid.slice)
         t = None if msg.tensor is None and self.rules.synchronous else self._check(e, msg)
         if msg.sender not in self.workers:
-            raise PushRejected(f"push from {msg.sender!r}, which is not a worker of this job")
+            raise NotAWorker(f"push from {msg.sender!r}, which is not a worker of this job")
         with e.lock:
             t0 = time.perf_counter()
             if e.value is None:
-                raise PushRejected(f"{msg.mid.key!r} slice {msg.mid.slice} pushed before it was initialized")
+                raise NotInitialized(f"{msg.mid.key!r} slice {msg.mid.slice} pushed before it was initialized")
             if self.rules.synchronous:
                 applied = self._aggregate(e, msg, t)
             else:
                 applied = self._apply_at_once(e, msg, t)
+            e.touched = True
             if not applied:
                 return
             fresh = self._snapshot(e) if self.rules.announce == pb.PARAMS else None
@@ -330,6 +375,9 @@ class Shard:
         if it <= last:
             raise PushRejected(f"{msg.sender} pushed {msg.mid.key!r} slice {msg.mid.slice} for iteration {it} "
                                f"after iteration {last}")
+        if it > last + self.max_ahead:
+            raise PushRejected(f"{msg.sender} pushed {msg.mid.key!r} slice {msg.mid.slice} for iteration {it}, "
+                               f"more than {self.max_ahead} past its last push ({last})")
         e.last_push[msg.sender] = it
         e.momentum = sgd_momentum_(e.value, t, e.momentum, lr=self.lr, momentum=self.momentum,
                                    weight_decay=self.weight_decay)
@@ -340,7 +388,12 @@ class Shard:
         e = self._entry(key, slice_)
         with e.lock:
             if e.value is None:
-                raise PushRejected(f"{key!r} slice {slice_} pulled before it was initialized")
+                raise NotInitialized(f"{key!r} slice {slice_} pulled before it was initialized")
+            base = e.version if self.rules.synchronous else e.last_push.get(worker, 0)
+            if abs(iteration - base) > self.max_ahead:
+                what = "the applied version" if self.rules.synchronous else f"{worker}'s last push"
+                raise PushRejected(f"{key!r} slice {slice_}: pull for iteration {iteration}, more than "
+                                   f"{self.max_ahead} from {what} ({base})")
             e.waiting_pulls.append((worker, iteration))
             answers = self._answerable_pulls(e)
         self._answer(e, answers)
@@ -376,13 +429,16 @@ class Shard:
         with self._progress:
             self._progress.notify_all()
 
-    def pull_frames(self, key: str, slice_: int, sender: str, chunk_bytes: int):
-        """Frames answering the unary cold-start Pull RPC."""
+    def pull_frames(self, key: str, slice_: int, sender: str, chunk_bytes: int, caller: str | None = None):
+        """Frames answering the unary cold-start Pull RPC (``sender``: this shard's name on the frames;
+        ``caller``: who asked, which must be a worker of the job when given)."""
         from synclab.wire.frames import chunk_frames
 
+        if caller is not None and caller not in self.workers:
+            raise NotAWorker(f"a Pull from {caller!r}, which is not a worker of this job")
         e = self._entry(key, slice_)
         with e.lock:
             value, version = (None if e.value is None else e.value.clone()), e.version
         if value is None:
-            raise PushRejected(f"{key!r} slice {slice_} is not initialized yet")
+            raise NotInitialized(f"{key!r} slice {slice_} is not initialized yet")
         return chunk_frames(Message(MessageId(pb.PARAMS, key, slice_, version), value), sender, chunk_bytes)

@@ -142,6 +142,16 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def PublishPlan(self, request, context):
         with self.cv:
+            planner = f"{ROLE_PREFIX[pb.WORKER]}0"
+            if request.node != planner or planner not in self.job.nodes:
+                context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                              f"only {planner} publishes the plan, once registered (asked by {request.node!r})")
+            if self.job.plan_json is not None and self.job.plan_json != request.plan_json:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, "the plan is already published; it cannot change")
+            try:
+                json.loads(request.plan_json)
+            except ValueError as e:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the plan is not JSON: {e}")
             self.job.plan_json = request.plan_json
             record = self.job.run_dir / "plan.json"
             if not (self.job.spec.run.resume_from and record.exists()):  # a restart keeps what was planned
@@ -155,6 +165,12 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def Barrier(self, request, context):
         with self.cv:
+            if request.node not in self.job.nodes:  # an unregistered name would make a barrier pass early
+                context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                              f"{request.node!r} is not a registered node of job {self.job.job_id}")
+            if request.participants != self.job.total_nodes:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"barrier {request.name!r} for "
+                              f"{request.participants} participants; this job has {self.job.total_nodes} nodes")
             arrived = self.job.barriers.setdefault(request.name, set())
             arrived.add(request.node)
             n = checkpoint.iteration_of_barrier(request.name)
@@ -192,6 +208,13 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def ReportIteration(self, request, context):
         with self.cv:
+            node = self.job.nodes.get(request.node)
+            if node is None or node.role != pb.WORKER or node.index != request.rank:
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, f"an iteration report of rank {request.rank} "
+                              f"from {request.node!r}, which is not that registered worker")
+            if not 0 <= request.iteration <= self.job.spec.run.iterations:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"iteration {request.iteration} is outside this "
+                              f"job's 0..{self.job.spec.run.iterations}")
             self.job.reports.append(request)
             if not self.job.cpu_window and request.iteration >= max(self.job.spec.run.warmup, 1):
                 self.job.cpu_window.append(hostcpu.sample())

@@ -24,7 +24,8 @@ from synclab.roles.bootstrap import join, message_limits, report_network, reshap
 from synclab.transport.node import NodeTransport
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb
-from synclab.wire.frames import MessageLimits
+from synclab.wire.channels import caller_node
+from synclab.wire.frames import MessageLimits, NotReady, refusal_status
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +39,25 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
     failure: list[str] = []
 
     def on_message(msg):
-        holder["serve"].put(msg)
+        serve = holder.get("serve")
+        if serve is None:  # the plan, and so the shard, does not exist yet: no worker sends before it does
+            raise NotReady(f"{j.name} has no shard yet (its plan has not arrived)")
+        serve.put(msg)
 
     def on_error(peer, err):
         failure.append(f"stream with {peer} failed: {err}")
         log.error("%s: %s", j.name, failure[-1])
 
     def pull(request, context):
+        shard = holder.get("shard")
+        if shard is None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{j.name} has no shard yet (its plan has not arrived)")
         try:
-            yield from holder["shard"].pull_frames(request.key, request.slice, j.name, spec.transport.chunk_bytes)
+            frames = shard.pull_frames(request.key, request.slice, j.name, spec.transport.chunk_bytes,
+                                       caller=caller_node(context))
         except PushRejected as e:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+            context.abort(getattr(grpc.StatusCode, refusal_status(e)), str(e))
+        yield from frames
 
     sinks = _ShardSinks()
     spans = SpanLog(j.name, enabled=spec.run.events)
@@ -74,6 +83,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
         if not isinstance(plan, ServerPlan):
             raise PlanError(f"strategy {strategy.name!r} publishes a {type(plan).__name__}, which has no PS placement")
         transport.set_limits(message_limits(strategy, plan, [], spec))  # before any worker pushes
+        transport.set_peers(workers)  # only the job's workers open streams to a shard
         parts = list(plan.partitions)
         holder["shard"] = shard = Shard(j.node.index, parts, workers, lr=spec.optimizer.lr,
                                         momentum=spec.optimizer.momentum, weight_decay=spec.optimizer.weight_decay,
@@ -86,9 +96,12 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
             shard.load_state_dict(checkpoint.load(j.run_dir, spec.run.resume_from, j.name)["shard"])
 
         def refuse(msg, err):
-            """What the transport does for an inline handler's error: refuse the sender's stream."""
-            failure.append(f"refused a message from {msg.sender}: {err}")
-            log.warning("%s: %s", j.name, failure[-1])
+            """What the transport does for an inline handler's error: refuse the sender's stream. Refusing a
+            worker of the job fails the job (that worker's stream is gone); anyone else is only logged."""
+            line = f"refused a message from {msg.sender}: {err}"
+            if msg.sender in workers:
+                failure.append(line)
+            log.warning("%s: %s", j.name, line)
             transport.reverse_link(msg.sender, spec.run.connect_timeout_s).close(err, abort=True)
 
         holder["serve"] = make_serve_queue(plan.serve_order, shard.handle, refuse)

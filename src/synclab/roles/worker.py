@@ -106,6 +106,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         workers = {n.index: n for n in nodes if n.role == pb.WORKER}
         shards = {n.index: n for n in nodes if n.role == pb.PS}
         world = len(workers)
+        transport.set_peers(n.name for n in workers.values())  # only the job's workers open streams to a worker
         if rank == 0:
             plan = cls.make_plan(engine.infos, ps_shards=len(shards), workers=world, seed=spec.run.seed,
                                  options=spec.strategy.options)

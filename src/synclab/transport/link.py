@@ -64,6 +64,10 @@ class Link:
     def send(self, msg: Message) -> Future:
         return self.scheduler.put(msg)
 
+    @property
+    def closed(self) -> bool:
+        return self.scheduler.closed
+
     def close(self, error: BaseException | None = None, abort: bool = False) -> None:
         """Close after draining (``error`` None) or at once; ``abort`` marks a refused stream."""
         if abort:

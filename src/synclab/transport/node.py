@@ -7,6 +7,13 @@ Complete inbound messages go to ``on_message``; a frame that cannot be accepted
 (:class:`~synclab.wire.frames.FrameError`, or a ``ValueError`` raised by
 ``on_message``) aborts that stream with ``INVALID_ARGUMENT``.
 
+A refusal carries a status (:class:`~synclab.wire.frames.Refusal`): ``UNAVAILABLE``
+for a message the node cannot take yet, ``PERMISSION_DENIED`` for a stream from a
+node that is not one of its peers (:meth:`NodeTransport.set_peers`),
+``ALREADY_EXISTS`` for a second stream under a name that has one open; any other
+error is ``INVALID_ARGUMENT``. The tcp engine carries the status name at the head
+of its abort record or hello refusal.
+
 ``limits`` (:class:`~synclab.wire.frames.MessageLimits`) bound what any one
 peer can make this node hold; a role sets them from the plan
 (:meth:`NodeTransport.set_limits`) before peers send data. A peer that breaks
@@ -57,11 +64,15 @@ from synclab.wire.channels import (
 from synclab.wire.frames import (
     CONSUMED,
     HEADER_SLACK_BYTES,
+    DuplicateStream,
     FrameError,
     MessageLimits,
+    NotPermitted,
     Reassembler,
     Received,
+    Refusal,
     SinkSource,
+    refusal_status,
 )
 from synclab.wire import tcp
 
@@ -150,7 +161,8 @@ class _TcpStream:
             for frame in link.frames():
                 tcp.send_frame(sock, frame)
             if link.abort_error is not None:
-                tcp.send_abort(sock, f"{self.owner.name} refused a frame from {self.peer}: {link.abort_error}")
+                tcp.send_abort(sock, f"{refusal_status(link.abort_error)}: {self.owner.name} refused a frame from "
+                                     f"{self.peer}: {link.abort_error}")
                 sock.shutdown(socket.SHUT_WR)
             else:
                 tcp.send_end(sock)
@@ -199,6 +211,8 @@ class NodeTransport:
         self.connect_timeout_s = connect_timeout_s
         self._max_streams = max_streams
         self._links: dict[str, Link] = {}
+        self._accepted: dict[str, Link] = {}  # the reverse links of streams peers opened, by peer
+        self._peers: frozenset[str] | None = None  # who may open a stream (None: anyone with the token)
         self._send_group = SchedulerGroup()  # every link's queue: the most urgent head goes first (P3 §4.2)
         self._channels: list[grpc.Channel] = []
         self._client_readers: list[threading.Thread] = []
@@ -265,6 +279,12 @@ class NodeTransport:
                 tcp.refuse_reply(conn, str(e))
                 conn.close()
                 return
+            refused = self._refuse_peer(peer)
+            if refused is not None:
+                log.warning("%s: refusing a tcp data-plane connection from %s: %s", self.name, addr, refused)
+                tcp.refuse_reply(conn, f"{refused.status}: {refused}")
+                conn.close()
+                return
             live = sum(1 for st in self._tcp_streams if st.accepted and st.reader.is_alive())
             if live >= self._max_streams or self._closing:
                 tcp.refuse_reply(conn, f"{self.name} serves at most {self._max_streams} streams"
@@ -282,9 +302,23 @@ class NodeTransport:
         stream = _TcpStream(self, conn, peer, link, accepted=True)
         self._tcp_streams.append(stream)
         with self._cv:
-            self._links[peer] = link
+            self._links[peer] = self._accepted[peer] = link
             self._cv.notify_all()
         stream.start()
+
+    def set_peers(self, names) -> None:
+        """Accept streams only from these nodes (the job's members that send to this one), from now on."""
+        self._peers = frozenset(names)
+
+    def _refuse_peer(self, peer: str) -> Refusal | None:
+        """Why a stream from ``peer`` is refused, or None: not one of this node's peers, or a second stream
+        under a name whose first is still open (its replies would go astray)."""
+        if self._peers is not None and peer not in self._peers:
+            return NotPermitted(f"{peer!r} is not a node of this job that may send to {self.name}")
+        old = self._accepted.get(peer)
+        if old is not None and not old.closed:
+            return DuplicateStream(f"{peer!r} already has an open stream to {self.name}")
+        return None
 
     def set_limits(self, limits: MessageLimits) -> None:
         """Apply new limits to this node's streams, open ones included."""
@@ -296,19 +330,27 @@ class NodeTransport:
 
     def _accept_stream(self, request_iterator, context) -> Iterable[pb.Frame]:
         peer = caller_node(context) or context.peer()
+        refused = self._refuse_peer(peer)
+        if refused is not None:
+            log.warning("%s: refusing a stream from %s: %s", self.name, peer, refused)
+            context.abort(getattr(grpc.StatusCode, refused.status), str(refused))
         link = self._new_link(peer)
         with self._cv:
-            self._links[peer] = link
+            self._links[peer] = self._accepted[peer] = link
             self._cv.notify_all()
         threading.Thread(target=self._read, args=(peer, request_iterator, link), name=f"rx-{self.name}-{peer}",
                          daemon=True).start()
         yield from link.frames()
         if link.abort_error is not None:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.name} refused a frame from {peer}: {link.abort_error}")
+            context.abort(getattr(grpc.StatusCode, refusal_status(link.abort_error)),
+                          f"{self.name} refused a frame from {peer}: {link.abort_error}")
 
     def _read(self, peer: str, frames: Iterable[pb.Frame], reverse: Link | None) -> None:
         """Reassemble and dispatch inbound frames from one stream until it ends."""
-        reasm = Reassembler(max_chunk_bytes=self.chunk_bytes, limits=self.limits, peer=peer, sinks=self.sinks)
+        # A message is from whoever opened the stream (authenticated by its hello or call metadata), whatever
+        # its frames' sender field says: one node cannot speak in another's name on its own stream.
+        reasm = Reassembler(max_chunk_bytes=self.chunk_bytes, limits=self.limits, peer=peer, sinks=self.sinks,
+                            sender=peer if reverse is not None else None)
         meter, spans = self.meter, self.spans
         rx_first: dict[tuple, float] = {}
         try:

@@ -124,6 +124,10 @@ class SendScheduler:
             finished.future.set_result(None)
         return frame
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self, error: BaseException | None = None) -> None:
         """Stop accepting messages. With ``error``, drop what is queued and fail its futures."""
         with self._cv:

@@ -71,6 +71,36 @@ class FrameError(ValueError):
     """A frame that cannot be accepted (bad dtype, shape, offsets or size)."""
 
 
+class Refusal(ValueError):
+    """A request a node refuses, with the gRPC status its stream or call ends with (:attr:`status`, a
+    ``grpc.StatusCode`` name) and the reason as the message. A plain ``ValueError`` is ``INVALID_ARGUMENT``."""
+
+    status = "INVALID_ARGUMENT"
+
+
+class NotReady(Refusal):
+    """Asked before the node can answer (its shard or plan does not exist yet): try again later."""
+
+    status = "UNAVAILABLE"
+
+
+class NotPermitted(Refusal):
+    """The caller may not ask this (not a member of the job, or not in that role)."""
+
+    status = "PERMISSION_DENIED"
+
+
+class DuplicateStream(Refusal):
+    """A second stream under a node name that already has one open."""
+
+    status = "ALREADY_EXISTS"
+
+
+def refusal_status(err: BaseException | None) -> str:
+    """The ``grpc.StatusCode`` name a refused stream or call ends with for ``err``."""
+    return getattr(err, "status", "INVALID_ARGUMENT")
+
+
 @dataclass(slots=True)
 class MessageLimits:
     """How much one peer may make a node hold.
@@ -249,10 +279,11 @@ class Reassembler:
     """
 
     def __init__(self, max_chunk_bytes: int = DEFAULT_CHUNK_BYTES, limits: MessageLimits | None = None, *,
-                 peer: str = "peer", sinks: SinkSource | None = None):
+                 peer: str = "peer", sinks: SinkSource | None = None, sender: str | None = None):
         self.max_chunk_bytes = max_chunk_bytes
         self.limits = limits if limits is not None else MessageLimits()
         self.peer = peer
+        self.sender = sender  # given: every message is attributed to it, not to the frames' sender field
         self.sinks = sinks
         self._partial: dict[MessageId, _Partial | _Streaming] = {}
         self._staged_bytes = 0  # buffers of unfinished messages, plus MESSAGE_OVERHEAD_BYTES each
@@ -274,7 +305,7 @@ class Reassembler:
         if h.total_bytes == 0 and not payload and h.dtype == pb.DTYPE_UNSPECIFIED:
             if mid in self._partial:
                 raise FrameError(f"{peer} sent an empty {mid.key!r} while that message's chunks were arriving")
-            return Received(mid, h.sender, h.priority, None)
+            return Received(mid, self.sender or h.sender, h.priority, None)
         part = self._partial.get(mid)
         if part is None:
             if h.offset != 0:
@@ -290,7 +321,7 @@ class Reassembler:
             if len(payload) > h.total_bytes:
                 raise FrameError(f"{mid.key!r} from {peer}: a {len(payload)}-byte chunk overruns the declared "
                                  f"{h.total_bytes} bytes")
-            claimed = self.sinks.claim_sink(h.sender, mid) if self.sinks is not None else None
+            claimed = self.sinks.claim_sink(self.sender or h.sender, mid) if self.sinks is not None else None
             if claimed is not None:
                 stream = _Streaming(claimed[0], claimed[1], h.total_bytes, priority=h.priority)
                 try:
@@ -302,7 +333,7 @@ class Reassembler:
                 return self._stream(mid, stream, h, payload)
             if len(payload) == h.total_bytes:  # single-chunk fast path: no staging buffer
                 tensor = torch.frombuffer(bytearray(payload), dtype=dtype).reshape(shape) if payload else torch.empty(shape, dtype=dtype)
-                return Received(mid, h.sender, h.priority, tensor)
+                return Received(mid, self.sender or h.sender, h.priority, tensor)
             staged = self._staged_bytes + h.total_bytes + MESSAGE_OVERHEAD_BYTES
             if staged > self.limits.max_peer_bytes:
                 raise FrameError(f"{peer} has {len(self._partial)} unfinished messages holding "
@@ -325,7 +356,7 @@ class Reassembler:
         del self._partial[mid]
         self._staged_bytes -= len(part.buf) + MESSAGE_OVERHEAD_BYTES
         tensor = torch.frombuffer(part.buf, dtype=part.dtype).reshape(part.shape)
-        return Received(mid, h.sender, part.priority, tensor)
+        return Received(mid, self.sender or h.sender, part.priority, tensor)
 
     def _stream(self, mid: MessageId, part: _Streaming, h, payload) -> Received | None:
         """One chunk of a message that goes into a sink: checked, applied, and the sink's future resolved at
@@ -347,7 +378,7 @@ class Reassembler:
         if end < part.total:
             return None
         del self._partial[mid]
-        done = Received(mid, h.sender, part.priority, None)
+        done = Received(mid, self.sender or h.sender, part.priority, None)
         if not part.future.done():
             part.future.set_result(done)
         return done if part.sink.deliver else CONSUMED

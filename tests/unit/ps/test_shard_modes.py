@@ -89,9 +89,9 @@ def test_async_mode_applies_every_push_alone_and_pulls_get_the_latest():
 
 def test_async_mode_refuses_replays():
     s, _ = make_shard("async")
-    push(s, "worker0", 2, 1.0)
-    with pytest.raises(PushRejected, match="after iteration 2"):
-        push(s, "worker0", 2, 1.0)
+    push(s, "worker0", 1, 1.0)
+    with pytest.raises(PushRejected, match="after iteration 1"):
+        push(s, "worker0", 1, 1.0)
     with pytest.raises(PushRejected, match="not a worker"):
         push(s, "stranger", 3, 1.0)
 

@@ -1,0 +1,341 @@
+"""A hostile client that holds the job token, on real gRPC and on the tcp engine.
+
+Two parts. (1) A shard served by a real :class:`NodeTransport` is sent what an honest worker never sends
+(unknown kinds, pulls far ahead, PARAMS once training began, frames before the values exist, a stranger's
+frames, a second stream under a worker's name): each is refused with its status and reason, the store is as it
+was, and the honest worker's rounds still complete. (2) A running ``ps`` job is attacked from outside the
+cluster while it trains (coordinator calls, shard and worker streams, the cold-start Pull): every request is
+refused, the job ends ok, and its parameters are bit-identical to an undisturbed run of the same spec.
+
+Every refused request is appended to ``$SYNCLAB_HOSTILE_LOG`` (when set) as ``engine<TAB>request<TAB>code<TAB>
+reason`` lines: the list the trust issue's closing note asks for.
+"""
+
+import json
+import os
+import socket
+import time
+
+import grpc
+import pytest
+import torch
+
+from support.cluster import FAST, run_spec
+from synclab.plans.sharding import Partition
+from synclab.ps.serve_queue import InlineServe
+from synclab.ps.shard import Shard
+from synclab.transport.node import NodeTransport
+from synclab.wire import pb, rpc, tcp
+from synclab.wire.channels import open_channel, open_stream
+from synclab.wire.frames import Message, MessageId, chunk_frames
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "hostile-test-token"
+WORKERS = ["worker0", "worker1"]
+N = 4
+
+
+def record(engine: str, request: str, code: str, reason: str) -> None:
+    path = os.environ.get("SYNCLAB_HOSTILE_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{engine}\t{request}\t{code}\t{reason.splitlines()[0][:300]}\n")
+
+
+# -- (1) a shard on a real transport --------------------------------------------------------------------------
+class ServedShard:
+    def __init__(self, engine: str, seed: bool = True):
+        self.shard = Shard(0, [Partition("w", 0, 0, N, 0)], WORKERS, lr=0.1, momentum=0.0, weight_decay=0.0,
+                           send=lambda w, m: self.transport.reverse_link(w, 5.0).send(m), mode="pull")
+        serve = InlineServe(self.shard.handle)
+        self.transport = NodeTransport("ps0", TOKEN, on_message=serve.put, engine=engine, connect_timeout_s=5.0)
+        self.port = self.transport.serve("127.0.0.1", 0, ps=True, pull_handler=self._pull)
+        self.transport.set_peers(WORKERS)
+        self.engine = engine
+        if seed:
+            self.shard.seed("w", 0, torch.ones(N))
+
+    def _pull(self, request, context):
+        yield from self.shard.pull_frames(request.key, request.slice, "ps0", 1 << 20)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port if self.engine == 'grpc' else self.transport.tcp_port}"
+
+    def close(self):
+        self.transport.close(grace_s=1.0)
+
+
+def attempt(srv: ServedShard, name: str, msg: Message, what: str) -> tuple[str, str]:
+    """Open a stream as ``name``, send ``msg``, and return how the shard ended it: (status, reason)."""
+    errors = []
+    client = NodeTransport(name, TOKEN, on_message=lambda m: None, on_error=lambda p, e: errors.append(e),
+                           engine=srv.engine, connect_timeout_s=5.0)
+    try:
+        try:
+            link = client.connect("ps0", srv.address, "ps")
+        except tcp.HelloRefused as e:  # tcp engine: a refused hello names the status first
+            code, reason = _tcp_status(str(e))
+            record(srv.engine, what, code, reason)
+            return code, reason
+        link.send(msg)
+        deadline = time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert errors, f"{what}: the shard did not refuse it"
+    finally:
+        client.close(grace_s=0.5)
+    err = errors[0]
+    if isinstance(err, grpc.RpcError):
+        code, reason = err.code().name, err.details()
+    else:
+        code, reason = _tcp_status(str(err))
+    record(srv.engine, what, code, reason)
+    return code, reason
+
+
+def _tcp_status(text: str) -> tuple[str, str]:
+    for code in ("INVALID_ARGUMENT", "UNAVAILABLE", "PERMISSION_DENIED", "ALREADY_EXISTS"):
+        if f"{code}: " in text:
+            return code, text.split(f"{code}: ", 1)[1]
+    return "UNKNOWN", text
+
+
+def grad(it: int, value: float = 1.0) -> Message:
+    return Message(MessageId(pb.GRADIENT, "w", 0, it), torch.full((N,), value))
+
+
+ENGINES = ["grpc", "tcp"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_shard_refuses_what_no_honest_worker_sends_and_stays_as_it_was(engine):
+    srv = ServedShard(engine)
+    try:
+        # one honest round first: training has begun
+        honest = {w: NodeTransport(w, TOKEN, on_message=lambda m: None, engine=engine, connect_timeout_s=5.0)
+                  for w in WORKERS}
+        links = {w: t.connect("ps0", srv.address, "ps") for w, t in honest.items()}
+        for w in WORKERS:
+            links[w].send(grad(1)).result(5)
+        assert srv.shard.wait_settled(1, timeout=10)
+        for t in honest.values():
+            t.close(grace_s=1.0)
+        before = srv.shard.value("w"), srv.shard.version("w")
+
+        cases = [  # (who, what, expected status, words of the reason)
+            ("intruder", grad(2), "PERMISSION_DENIED", "not a node of this job"),
+            ("worker0", Message(MessageId(pb.NOTIFY, "w", 0, 2)), "INVALID_ARGUMENT", "does not accept NOTIFY"),
+            ("worker0", Message(MessageId(pb.ACTIVATION, "w", 0, 2), torch.ones(N)), "INVALID_ARGUMENT",
+             "does not accept ACTIVATION"),
+            ("worker0", Message(MessageId(pb.PULL_REQUEST, "w", 0, 1000)), "INVALID_ARGUMENT", "more than 1 from"),
+            ("worker0", Message(MessageId(pb.PARAMS, "w", 0, 0), torch.full((N,), 9.0)), "INVALID_ARGUMENT",
+             "after training has begun"),
+            ("worker0", grad(50), "INVALID_ARGUMENT", "push for iteration 50"),
+            ("worker0", Message(MessageId(pb.GRADIENT, "nokey", 0, 2), torch.ones(N)), "INVALID_ARGUMENT",
+             "does not hold 'nokey'"),
+            ("worker0", Message(MessageId(pb.GRADIENT, "w", 0, 2), torch.ones(N + 1)), "INVALID_ARGUMENT",
+             "shape"),
+        ]
+        for who, msg, code, words in cases:
+            what = f"{who}: {pb.FrameKind.Name(msg.mid.kind)} {msg.mid.key!r} iteration {msg.mid.iteration}"
+            got, reason = attempt(srv, who, msg, f"shard stream, {what}")
+            assert (got, words in reason) == (code, True), (what, got, reason)
+            assert torch.equal(srv.shard.value("w"), before[0]) and srv.shard.version("w") == before[1], what
+
+        # the honest workers carry on: iteration 2 completes as if nothing happened
+        honest = {w: NodeTransport(w, TOKEN, on_message=lambda m: None, engine=engine, connect_timeout_s=5.0)
+                  for w in WORKERS}
+        links = {w: t.connect("ps0", srv.address, "ps") for w, t in honest.items()}
+        for w in WORKERS:
+            links[w].send(grad(2)).result(5)
+        assert srv.shard.wait_settled(2, timeout=10)
+        for t in honest.values():
+            t.close(grace_s=1.0)
+        ref = Shard(0, [Partition("w", 0, 0, N, 0)], WORKERS, lr=0.1, momentum=0.0, weight_decay=0.0,
+                    send=lambda w, m: None, mode="pull")
+        ref.seed("w", 0, torch.ones(N))
+        from synclab.wire.frames import Received
+        for it in (1, 2):
+            for w in WORKERS:
+                ref.handle(Received(MessageId(pb.GRADIENT, "w", 0, it), w, 0, torch.ones(N)))
+        assert torch.equal(srv.shard.value("w"), ref.value("w"))
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_frames_before_the_values_exist_are_unavailable(engine):
+    srv = ServedShard(engine, seed=False)
+    try:
+        code, reason = attempt(srv, "worker1", grad(1), "shard stream, worker1: GRADIENT before initial values")
+        assert code == "UNAVAILABLE" and "before it was initialized" in reason
+        assert not srv.shard.initialized.is_set()
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_second_stream_under_a_connected_workers_name_is_refused(engine):
+    srv = ServedShard(engine)
+    try:
+        real = NodeTransport("worker0", TOKEN, on_message=lambda m: None, engine=engine, connect_timeout_s=5.0)
+        real.connect("ps0", srv.address, "ps")
+        time.sleep(0.3)  # the shard has accepted it
+        code, reason = attempt(srv, "worker0", grad(1), "shard stream, a second 'worker0' while the first is open")
+        assert code == "ALREADY_EXISTS" and "already has an open stream" in reason
+        real.close(grace_s=1.0)
+    finally:
+        srv.close()
+
+
+# -- (2) a running job attacked from outside ------------------------------------------------------------------
+JOB = [*FAST, "strategy.name=ps", "cluster.workers=2", "cluster.ps_shards=2", "run.iterations=400",
+       "run.check_params=true"]
+
+
+def _wait_training(out, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (out / "control.json").exists() and (out / "endpoints.json").exists():
+            ctl = json.loads((out / "control.json").read_text())
+            stub = rpc.CoordinatorStub(open_channel(ctl["coordinator"], ctl["token"], "observer", tls=None))
+            try:
+                st = stub.Status(pb.StatusRequest(), timeout=2)
+                if st.iterations_done >= 2:
+                    return ctl, stub
+            except grpc.RpcError:
+                pass
+        time.sleep(0.1)
+    raise AssertionError("the job never started training")
+
+
+def _call(engine, what, fn, *args, **kw):
+    try:
+        r = fn(*args, **kw)
+        if hasattr(r, "__iter__") and not isinstance(r, (bytes, str)):
+            list(r)
+    except grpc.RpcError as e:
+        record(engine, what, e.code().name, e.details())
+        return e.code().name, e.details()
+    raise AssertionError(f"{what}: accepted")
+
+
+def _hostile_stream(engine, address_grpc, address_tcp, token, name, service, frames, what):
+    """Open a data-plane stream as ``name`` and send ``frames``; the refusal (status, reason)."""
+    if engine == "grpc":
+        ch = open_channel(address_grpc, token, name, tls=None)
+        try:
+            return _call(engine, what, open_stream(ch, service), iter(frames), timeout=10)
+        finally:
+            ch.close()
+    host, port = address_tcp.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        tcp.hello(sock, token, name, service)
+        try:
+            tcp.read_reply(sock)
+        except tcp.HelloRefused as e:
+            code, reason = _tcp_status(str(e))
+            record(engine, what, code, reason)
+            return code, reason
+        for f in frames:
+            tcp.send_frame(sock, f)
+        reader = tcp.FrameReader(sock, 1 << 21)
+        try:
+            list(reader)
+        except tcp.StreamAborted as e:
+            code, reason = _tcp_status(str(e))
+            record(engine, what, code, reason)
+            return code, reason
+    raise AssertionError(f"{what}: accepted")
+
+
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("undisturbed") / "run"
+    r = run_spec(out, *JOB)
+    assert r.returncode == 0, r.stderr
+    return torch.load(out / "params.pt")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_running_job_refuses_a_hostile_client_and_trains_as_if_alone(tmp_path, engine, undisturbed):
+    import subprocess
+    import sys
+
+    from support.cluster import QUICKSTART, REPO
+
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "synclab", "run", str(QUICKSTART), "--out", str(out), "--no-report"]
+    for o in (*JOB, f"transport.engine={engine}"):
+        args += ["--set", o]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ctl, stub = _wait_training(out)
+        token = ctl["token"]
+        nodes = {n.name: n for n in stub.GetCluster(pb.ClusterRequest(node="observer"), timeout=5).nodes}
+        caps = {name: next((c.split("=", 1)[1] for c in n.capabilities if c.startswith("tcp-data-port=")), None)
+                for name, n in nodes.items()}
+
+        def tcp_addr(name):
+            return f"{nodes[name].address.rsplit(':', 1)[0]}:{caps[name]}" if caps[name] else ""
+
+        def frame(kind, key, it, sender, payload=None):
+            msg = Message(MessageId(kind, key, 0, it), payload)
+            return list(chunk_frames(msg, sender, 1 << 20))
+
+        results = []
+        co = lambda what, fn, req, code: results.append((what, code, _call(engine, what, fn, req, timeout=5)))  # noqa
+        co("coordinator Barrier 'end' as unregistered 'intruder'", stub.Barrier,
+           pb.BarrierRequest(name="end", node="intruder", participants=4), "PERMISSION_DENIED")
+        co("coordinator Barrier 'end' as 'worker0' for 1 participant", stub.Barrier,
+           pb.BarrierRequest(name="end", node="worker0", participants=1), "INVALID_ARGUMENT")
+        co("coordinator PublishPlan as 'intruder'", stub.PublishPlan,
+           pb.PublishPlanRequest(node="intruder", plan_json="{}"), "PERMISSION_DENIED")
+        co("coordinator PublishPlan as 'worker0' with another plan", stub.PublishPlan,
+           pb.PublishPlanRequest(node="worker0", plan_json="{}"), "FAILED_PRECONDITION")
+        co("coordinator ReportIteration as 'intruder'", stub.ReportIteration,
+           pb.IterationReport(node="intruder", rank=0, iteration=1), "PERMISSION_DENIED")
+        co("coordinator ReportIteration as 'worker0' claiming rank 1", stub.ReportIteration,
+           pb.IterationReport(node="worker0", rank=1, iteration=1), "PERMISSION_DENIED")
+        co("coordinator ReportIteration as 'worker0' for iteration 10^9", stub.ReportIteration,
+           pb.IterationReport(node="worker0", rank=0, iteration=10**9), "INVALID_ARGUMENT")
+
+        ps0_grpc, ps0_tcp = nodes["ps0"].address, tcp_addr("ps0")
+        w1_grpc, w1_tcp = nodes["worker1"].address, tcp_addr("worker1")
+        streams = [
+            ("ps0 stream as 'intruder': PARAMS", ps0_grpc, ps0_tcp, "intruder", "ps",
+             frame(pb.PARAMS, "fc1.weight", 0, "intruder", torch.zeros(4)), "PERMISSION_DENIED"),
+            ("ps0 stream as 'intruder': PULL_REQUEST iteration 10^6", ps0_grpc, ps0_tcp, "intruder", "ps",
+             frame(pb.PULL_REQUEST, "fc1.weight", 10**6, "intruder"), "PERMISSION_DENIED"),
+            ("ps0 stream as 'worker0' (already connected): GRADIENT", ps0_grpc, ps0_tcp, "worker0", "ps",
+             frame(pb.GRADIENT, "fc1.weight", 3, "worker0", torch.zeros(4)), "ALREADY_EXISTS"),
+            ("worker1 peer stream as 'intruder': COLLECTIVE", w1_grpc, w1_tcp, "intruder", "peer",
+             frame(pb.COLLECTIVE, "x", 3, "intruder", torch.zeros(4)), "PERMISSION_DENIED"),
+        ]
+        for what, ga, ta, name, service, frames, code in streams:
+            results.append((what, code, _hostile_stream(engine, ga, ta, token, name, service, frames, what)))
+        if engine == "grpc":  # the unary cold-start Pull is served by the gRPC server on either engine
+            ch = open_channel(ps0_grpc, token, "intruder", tls=None)
+            pull = ch.unary_stream("/synclab.v1.ParameterServer/Pull",
+                                   request_serializer=pb.PullRequest.SerializeToString)
+            results.append(("ps0 Pull RPC as 'intruder'", "PERMISSION_DENIED",
+                            _call(engine, "ps0 Pull RPC as 'intruder'", pull,
+                                  pb.PullRequest(key="fc1.weight", slice=0), timeout=5)))
+            ch.close()
+        for what, want, (code, reason) in results:
+            assert code == want, (what, code, reason)
+            assert reason, what
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    got = torch.load(out / "params.pt")
+    assert got.keys() == undisturbed.keys()
+    for k in got:
+        assert torch.equal(got[k], undisturbed[k]), k
+    status = json.loads((out / "status.json").read_text())
+    assert status["status"] == "ok", status
