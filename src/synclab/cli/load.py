@@ -66,10 +66,15 @@ def load(target: str = typer.Option("ps", "--target", help="What to load: ps (a 
                                 rss=f"target RSS {rss / 2**20:.0f} MiB" if rss else "")
 
             result = run_load(settings, out, web=web, web_host=web_host, web_port=web_port, on_tick=tick)
+    except ValueError as e:  # --address or --out that cannot be used
+        console.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(2)
     except (LoadError, OSError) as e:
         console.print(f"[bold red]error:[/] {e}")
         raise typer.Exit(1)
-    table = Table(title=f"synclab load: {target}, {users} users")
+    run = result.run
+    table = Table(title=f"synclab load: {target} at {run['target']}, {users} users (run {run['id']}, "
+                        f"started {run['started_at']})")
     for col in ("request", "ok", "failed", "req/s", "MB/s", "p50 ms", "p99 ms", "max ms"):
         table.add_column(col, justify="left" if col == "request" else "right")
     for r in result.rows:

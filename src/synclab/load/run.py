@@ -11,16 +11,27 @@ Outputs in ``out``: ``load.csv`` (one row per request type), ``load.json``
 (the same, the target's memory and the store check), ``load.png`` (requests/s,
 failures/s and latency over time; the target's memory), and Locust's own
 ``locust_*.csv`` and ``locust_final.json``.
+
+Only the truth: every output of an earlier run in ``out`` is removed before
+Locust starts, so nothing stale can be read as this run's; each report names
+its run (``run``: id, start time, target address); an ``--address`` that does
+not answer within :data:`REACH_TIMEOUT_S` is an error before any load; and
+Locust's exit code counts: it exits :data:`LOCUST_FAILED_REQUESTS` when
+requests failed, which is a problem unless every failure is the started
+target's designed back-pressure (``RESOURCE_EXHAUSTED`` past ``max_streams``),
+and any other non-zero code is a problem too.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import os
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -28,12 +39,20 @@ from typing import Callable
 from synclab.load.targets import TARGETS, CoordinatorTarget, RssSampler, ShardTarget
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-CSV_COLUMNS = ["target", "name", "users", "duration_s", "requests", "failures", "requests_per_s", "mbytes_per_s",
+CSV_COLUMNS = ["run_id", "target", "name", "users", "duration_s", "requests", "failures", "requests_per_s", "mbytes_per_s",
                "p50_ms", "p99_ms", "max_ms"]
 
 
+LOCUST_FAILED_REQUESTS = 3   # Locust's exit code when requests failed (--exit-code-on-error)
+REACH_TIMEOUT_S = 5.0        # how long an --address target has to answer before any load
+BACK_PRESSURE = "RESOURCE_EXHAUSTED"
+# what a run writes in ``out``, all removed before the next one starts
+OUTPUTS = ("load.csv", "load.json", "load.png", "locust.log", "locust_final.json", "locust_stats.csv",
+           "locust_stats_history.csv", "locust_failures.csv", "locust_exceptions.csv")
+
+
 class LoadError(RuntimeError):
-    """Locust could not run, or the target was damaged by the load."""
+    """Locust could not run, the target could not be reached, or the target was damaged by the load."""
 
 
 @dataclass
@@ -54,8 +73,9 @@ class LoadSettings:
     def __post_init__(self):
         if self.target not in TARGETS:
             raise ValueError(f"unknown load target {self.target!r}; choose one of {TARGETS}")
-        if self.users < 1:
-            raise ValueError(f"users must be >= 1, got {self.users}")
+        for name in ("users", "keys", "floats", "max_streams", "queue_bytes", "chunk_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.duration_s <= 0 or self.spawn_rate <= 0:
             raise ValueError(f"duration and spawn rate must be positive, got {self.duration_s}, {self.spawn_rate}")
         if self.address is not None and not self.token:
@@ -69,6 +89,8 @@ class LoadResult:
     target_memory: dict | None = None     # bytes: baseline, peak, bound (a target started here)
     check: dict | None = None             # the store after the run (a target started here)
     problems: list[str] = field(default_factory=list)
+    run: dict = field(default_factory=dict)   # which run this is: id, start time (UTC), target address
+    locust_exit_code: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -89,12 +111,12 @@ def percentile(response_times: dict, q: float) -> float:
     return items[-1][0]
 
 
-def summarize(entries: list[dict], settings: LoadSettings, duration_s: float) -> list[dict]:
+def summarize(entries: list[dict], settings: LoadSettings, duration_s: float, run_id: str = "") -> list[dict]:
     """``load.csv`` rows from Locust's final JSON stats."""
     rows = []
     for e in entries:
         n, fails = int(e["num_requests"]), int(e["num_failures"])
-        rows.append({"target": settings.target, "name": e["name"], "users": settings.users,
+        rows.append({"run_id": run_id, "target": settings.target, "name": e["name"], "users": settings.users,
                      "duration_s": round(duration_s, 3), "requests": n - fails, "failures": fails,
                      "requests_per_s": (n - fails) / duration_s,
                      "mbytes_per_s": e["total_content_length"] / duration_s / 1e6,  # pushed + pulled
@@ -107,7 +129,8 @@ def locust_command(settings: LoadSettings, out: Path, *, web: bool = False, web_
                    web_port: int = 8089) -> list[str]:
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", str(settings.users),
            "-r", str(settings.spawn_rate), "--stop-timeout", f"{max(1, round(settings.stop_timeout_s))}s",
-           "--csv", str(out / "locust"), "--csv-full-history", "--json-file", str(out / "locust_final")]
+           "--csv", str(out / "locust"), "--csv-full-history", "--json-file", str(out / "locust_final"),
+           "--exit-code-on-error", str(LOCUST_FAILED_REQUESTS)]
     if web:
         return cmd + ["--web-host", web_host, "--web-port", str(web_port), "--autostart"]  # users start at once
     return cmd + ["--headless", "--only-summary", "--skip-log", "-t", f"{max(1, round(settings.duration_s))}s"]
@@ -116,7 +139,11 @@ def locust_command(settings: LoadSettings, out: Path, *, web: bool = False, web_
 def run_load(settings: LoadSettings, out: Path, *, web: bool = False, web_host: str = "127.0.0.1",
              web_port: int = 8089, on_tick: Callable[[float, dict], None] | None = None) -> LoadResult:
     """Start the target (unless ``settings.address``), run Locust against it, write and return the results."""
-    out.mkdir(parents=True, exist_ok=True)
+    clear_outputs(out)  # first: a run that fails below leaves no earlier run's numbers to be taken for its own
+    if settings.address is not None:
+        check_reachable(settings.address)
+    run = {"id": uuid.uuid4().hex[:12],
+           "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     target = None
     if settings.address is None:
         if settings.target == "ps":
@@ -127,12 +154,14 @@ def run_load(settings: LoadSettings, out: Path, *, web: bool = False, web_host: 
             target = CoordinatorTarget(users=settings.users, token=settings.token, max_rpcs=settings.max_streams)
     address = settings.address or target.address
     token = settings.token or target.token
+    run["target"] = address
     rss = RssSampler() if target is not None else None
     env = dict(os.environ, SYNCLAB_LOAD_TARGET=settings.target, SYNCLAB_LOAD_ADDRESS=address, SYNCLAB_TOKEN=token,
                SYNCLAB_LOAD_KEYS=str(settings.keys), SYNCLAB_LOAD_FLOATS=str(settings.floats),
                SYNCLAB_LOAD_CHUNK_BYTES=str(settings.chunk_bytes))
     log_path = out / "locust.log"
     t0 = time.monotonic()
+    stopped_here = False
     try:
         with open(log_path, "w") as log:
             proc = subprocess.Popen(locust_command(settings, out, web=web, web_host=web_host, web_port=web_port),
@@ -143,6 +172,7 @@ def run_load(settings: LoadSettings, out: Path, *, web: bool = False, web_host: 
                     if on_tick is not None:
                         on_tick(time.monotonic() - t0, {"rss": rss.last if rss else None})
             except KeyboardInterrupt:  # --web: Ctrl-C ends the session; Locust writes its final stats
+                stopped_here = True
                 proc.terminate()
                 proc.wait(timeout=settings.stop_timeout_s + 10)
         duration = time.monotonic() - t0
@@ -152,7 +182,9 @@ def run_load(settings: LoadSettings, out: Path, *, web: bool = False, web_host: 
             raise LoadError(f"locust exited with {proc.returncode} and wrote no stats; its log ends:\n{tail}")
         entries = json.loads(final.read_text())
         wall = _measured_seconds(entries) or duration
-        result = LoadResult(settings=asdict(settings), rows=summarize(entries, settings, wall))
+        result = LoadResult(settings=asdict(settings), rows=summarize(entries, settings, wall, run["id"]), run=run,
+                            locust_exit_code=proc.returncode)
+        _check_exit(result, out, proc.returncode, stopped_here, back_pressure_expected=target is not None)
         if isinstance(target, ShardTarget):
             _check_shard(target, result)
         elif isinstance(target, CoordinatorTarget):
@@ -170,6 +202,49 @@ def run_load(settings: LoadSettings, out: Path, *, web: bool = False, web_host: 
                                    f"{result.target_memory['bound_bytes'] / 2**20:.0f} MiB")
     write_results(result, out, rss.samples if rss is not None else [])
     return result
+
+
+def check_reachable(address: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """An existing target must accept a connection before any load is sent (:class:`LoadError` if not)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"--address {address!r} is not host:port")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise LoadError(f"the target at {address} cannot be reached ({e}); nothing was loaded") from None
+
+
+def clear_outputs(out: Path) -> None:
+    """Make ``out`` and remove every output an earlier run left there."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in OUTPUTS:
+        (out / name).unlink(missing_ok=True)
+
+
+def _check_exit(result: LoadResult, out: Path, code: int, stopped_here: bool, *, back_pressure_expected: bool) -> None:
+    """Locust's exit code, honoured: failed requests are a problem unless each is the designed back-pressure."""
+    if code == LOCUST_FAILED_REQUESTS:
+        reasons = _failure_reasons(out / "locust_failures.csv")
+        other = {r: n for r, n in reasons.items() if not (back_pressure_expected and BACK_PRESSURE in r)}
+        if other or not reasons:
+            listed = "; ".join(f"{n} x {r}" for r, n in list(other.items())[:3]) or "no reasons recorded"
+            result.problems.append(f"Locust reports failed requests (exit {code}): {listed}")
+    elif code != 0 and not stopped_here:  # a --web session the user ended: its code tells how it was stopped
+        result.problems.append(f"Locust exited with code {code} (see locust.log)")
+    if not any(r["requests"] for r in result.rows):
+        result.problems.append("no request succeeded")
+
+
+def _failure_reasons(path: Path) -> dict[str, int]:
+    if not path.exists():
+        return {}
+    with open(path) as f:
+        return {r["Error"]: int(r.get("Occurrences") or 0) for r in csv.DictReader(f)}
 
 
 def _measured_seconds(entries: list[dict]) -> float:
@@ -216,8 +291,10 @@ def write_results(result: LoadResult, out: Path, rss_samples: list[tuple[float, 
         w.writeheader()
         w.writerows(result.rows)
     (out / "load.json").write_text(json.dumps({**asdict(result), "ok": result.ok}, indent=2, default=str) + "\n")
+    run = result.run
     plot_load(out / "locust_stats_history.csv", rss_samples, out / "load.png", title=f"synclab load: "
-              f"{result.settings['target']}, {result.settings['users']} users")
+              f"{result.settings['target']} {run.get('target', '')}, {result.settings['users']} users — run "
+              f"{run.get('id', '?')} at {run.get('started_at', '?')}")
 
 
 def plot_load(history_csv: Path, rss_samples: list[tuple[float, int]], out_png: Path, *, title: str) -> Path:
