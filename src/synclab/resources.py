@@ -90,3 +90,14 @@ def link_profiles_dir() -> Path:
 
 def targets_dir() -> Path:
     return packaged(Path("reproduce") / "targets")
+
+
+def checkout(start: Path | None = None) -> Path | None:
+    """The SyncLab checkout ``start`` (default: the working directory) is in: the nearest directory with
+    ``pyproject.toml`` and ``docs/``; None outside one (an installed wheel run from elsewhere). Commands that
+    write checked-in documents or records need one."""
+    here = (start or Path.cwd()).resolve()
+    for d in [here, *here.parents]:
+        if (d / "pyproject.toml").is_file() and (d / "docs").is_dir():
+            return d
+    return None

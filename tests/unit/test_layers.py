@@ -48,6 +48,8 @@ LAYERS: dict[str, int] = {
     # 7: tools built from whole runs
     "synclab.reproduce": 7,
     "synclab.load": 7,
+    "synclab.validate": 7,
+    "synclab.calibrate": 7,
     # 8: the command line
     "synclab.cli": 8,
     "synclab.__main__": 8,

@@ -31,6 +31,7 @@ from synclab.cli import shape as _shape
 from synclab.cli import simulate as _simulate
 from synclab.cli import strategies as _strategies
 from synclab.cli import tls as _tls
+from synclab.cli import validate as _validate
 from synclab.cli import version as _version
 from synclab.cli import worker as _worker
 
@@ -59,6 +60,7 @@ plan_app.command("stanza")(_plan_stanza.plan_stanza)
 app.command("simulate")(_simulate.simulate)
 app.command("reproduce")(_reproduce.reproduce)
 app.command("examples")(_examples.examples)
+app.add_typer(_validate.app, name="validate")
 
 tls_app = typer.Typer(no_args_is_help=True, help="Mutual TLS for a cluster's gRPC connections (multi-host runs).")
 app.add_typer(tls_app, name="tls")

@@ -15,14 +15,6 @@ from rich.console import Console
 console = Console(stderr=True)
 
 
-def _checkout() -> Path | None:
-    """The checkout the working directory is in (the nearest directory with pyproject.toml and docs/), if any."""
-    for d in [Path.cwd(), *Path.cwd().parents]:
-        if (d / "pyproject.toml").is_file() and (d / "docs").is_dir():
-            return d
-    return None
-
-
 def _fail(message: str) -> None:
     console.print(f"[bold red]error:[/] {message}")
     raise typer.Exit(2)
@@ -62,8 +54,9 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
                                             "the document.")):
     """Reproduce a paper figure: run its sweep, draw it beside the paper's numbers, judge each claim."""
     from synclab.reproduce.schema import TargetError, load_target, target_dirs, target_files
+    from synclab.resources import checkout as find_checkout
 
-    checkout = _checkout()
+    checkout = find_checkout()
     root = checkout or Path.cwd()
     try:
         files = target_files(list(own_targets) if only_own else target_dirs(own_targets))

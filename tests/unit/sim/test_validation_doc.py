@@ -1,13 +1,18 @@
-"""The validation record (``sim_vs_emu.py --record``) and ``docs/VALIDATION.md`` built from records only."""
+"""The validation record (``synclab validate grid --record``) and ``docs/results/validation.md`` built from
+records only (:mod:`synclab.validate`)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from support.scripts import load_experiment as _load
+import pytest
+from typer.testing import CliRunner
+
+from synclab.cli import app
+from synclab.resources import packaged
+from synclab.validate import doc as vdoc
+from synclab.validate import grid as vgrid
 
 REPO = Path(__file__).resolve().parents[3]
 ROWS = [
@@ -23,24 +28,24 @@ ROWS = [
 
 
 def test_a_record_keeps_the_command_code_and_rows(tmp_path, monkeypatch):
-    m = _load("sim_vs_emu")
     out = tmp_path / "runs"
     out.mkdir()
     (out / "sim-vs-emu.json").write_text(json.dumps(ROWS))
     (out / "sim-vs-emu.csv").write_text("strategy\nwfbp\n")
-    monkeypatch.setattr(m, "REPO", tmp_path)
-    dest = m.record(out, "grid-a", ["--workers", "2,16", "--sim-arg=--host-cpu"])
+    monkeypatch.setattr("synclab.reproduce.runner.code_version", lambda root: "abc1234")
+    monkeypatch.setattr(vgrid.subprocess, "run", lambda *a, **k: type("R", (), {"stdout": " M src/x.py\n"})())
+    dest = vgrid.record(out, "grid-a", "synclab validate grid --workers 2,16 --sim-arg=--host-cpu", tmp_path)
     assert dest == tmp_path / "docs" / "validation" / "grid-a"
     meta = json.loads((dest / "sim-vs-emu.json").read_text())
-    assert meta["command"] == "python experiments/sim_vs_emu.py --workers 2,16 --sim-arg=--host-cpu"
-    assert meta["rows"] == ROWS and meta["code"] and meta["written"]
+    assert meta["command"] == "synclab validate grid --workers 2,16 --sim-arg=--host-cpu"
+    assert meta["rows"] == ROWS and meta["code"] == "abc1234-dirty" and meta["written"]
     assert (dest / "sim-vs-emu.csv").read_text() == "strategy\nwfbp\n"
 
 
 def test_the_doc_counts_and_tabulates_every_record(tmp_path):
-    d = tmp_path / "validation"
+    d = tmp_path / "docs" / "validation"
     (d / "grid-a").mkdir(parents=True)
-    (d / "grid-a" / "sim-vs-emu.json").write_text(json.dumps({"command": "python experiments/sim_vs_emu.py x",
+    (d / "grid-a" / "sim-vs-emu.json").write_text(json.dumps({"command": "synclab validate grid x",
                                                               "code": "abc", "written": "now", "rows": ROWS}))
     (d / "ring").mkdir()
     (d / "ring" / "allreduce.csv").write_text("link,ranks,mbytes,ring_bound_s,gloo_s,synclab_s,synclab_cpu_s_per_gb,"
@@ -50,11 +55,7 @@ def test_the_doc_counts_and_tabulates_every_record(tmp_path):
     (d / "sampler").mkdir()
     (d / "sampler" / "sampler-cost.csv").write_text("interval_ms,cores_per_node,samples_per_s,cpu_s_per_sample\n"
                                                     "10.0,0.01001,100.1,0.0001\n")
-    out = tmp_path / "VALIDATION.md"
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir", str(d),
-                        "--out", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    text = out.read_text()
+    text = vdoc.render(tmp_path)
     assert "| [`grid-a`](#grid-a) | 2 of 3 | 1 of 1 |" in text
     assert "the ring alone (`allreduce.csv`)\n\nThe ring alone at 16 ranks.\n" in text  # about.md under its heading
     assert "| 10 ms | 100.1 | 10.01 | 100 |" in text  # b ratio 0.81: just inside 20 %
@@ -67,13 +68,12 @@ def test_the_doc_counts_and_tabulates_every_record(tmp_path):
 
 
 def test_no_records_is_a_clear_error(tmp_path):
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir",
-                        str(tmp_path / "none"), "--out", str(tmp_path / "V.md")], capture_output=True, text=True)
-    assert r.returncode != 0 and "no validation records" in r.stderr
+    with pytest.raises(vdoc.ValidationDocError, match="no validation records"):
+        vdoc.render(tmp_path)
 
 
 def test_an_emulated_point_keeps_the_load_it_ended_under(tmp_path):
-    m = _load("sim_vs_emu")
+    m = vgrid
     summary = {"started_at": "2026-11-26T20:00:00", "wall_seconds": 61.5}
     first = m._provenance(tmp_path, summary)
     assert first["emu_started"] == summary["started_at"] and first["emu_wall_s"] == 61.5
@@ -84,20 +84,16 @@ def test_an_emulated_point_keeps_the_load_it_ended_under(tmp_path):
 
 
 def test_the_calibrated_ring_goodput_is_tabulated(tmp_path):
-    d = tmp_path / "validation" / "ring"
+    d = tmp_path / "docs" / "validation" / "ring"
     d.mkdir(parents=True)
     (d / "ring-goodput.csv").write_text("ranks,segment_bytes,share,mbytes,emulated_s,simulated_s,"
                                         "simulated_full_share_s,link,source\n16,150562,0.623,2.4,0.993,0.9926,"
                                         "0.6224,x,y\n")
-    out = tmp_path / "V.md"
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir",
-                        str(d.parent), "--out", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "| 16 | 151 kB | 0.993 | 0.622 | 0.623 | 0.993 |" in out.read_text()
+    assert "| 16 | 151 kB | 0.993 | 0.622 | 0.623 | 0.993 |" in vdoc.render(tmp_path)
 
 
 def test_an_emulated_point_keeps_how_busy_its_host_was(tmp_path):
-    m = _load("sim_vs_emu")
+    m = vgrid
     host = {"busy_fraction": 0.876, "cores": 2, "seconds": 120.0, "context_switches_per_s": 41000.0}
     got = m._provenance(tmp_path, {"started_at": 1.0, "host_cpu": host})
     assert got["emu_host_busy"] == 0.876 and got["emu_ctxt_per_s"] == 41000.0
@@ -105,8 +101,8 @@ def test_an_emulated_point_keeps_how_busy_its_host_was(tmp_path):
 
 
 def test_a_point_runs_at_k_times_its_dilation_when_asked():
-    m = _load("sim_vs_emu")
-    spec = REPO / "examples" / "quickstart.yaml"
+    m = vgrid
+    spec = packaged("examples/quickstart.yaml")
     ring8 = ["strategy.name=wfbp", "network.rate=1gbit", "cluster.workers=8"]
     assert m.point_dilation("rule", spec, ring8, "1gbit") == 8  # 8 links x 1 Gbit/s / D <= 1.5 Gbit/s
     assert m.point_dilation("rule", spec, ring8, "1gbit", times=2) == 16
@@ -115,9 +111,8 @@ def test_a_point_runs_at_k_times_its_dilation_when_asked():
 
 
 def test_a_dilation_multiple_below_one_is_refused():
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "sim_vs_emu.py"), "--dilation-times", "0",
-                        "--sim-only", "--out", "/nonexistent"], capture_output=True, text=True)
-    assert r.returncode == 2 and "--dilation-times must be >= 1, got 0" in r.stderr
+    r = CliRunner().invoke(app, ["validate", "grid", "--dilation-times", "0", "--sim-only", "--out", "/nonexistent"])
+    assert r.exit_code == 2 and "--dilation-times" in r.output and not Path("/nonexistent").exists()
 
 
 def _write_record(d: Path, name: str, rows: list[dict]) -> None:
@@ -127,17 +122,16 @@ def _write_record(d: Path, name: str, rows: list[dict]) -> None:
 
 
 def test_the_grid_takes_each_point_from_the_newest_listed_record(tmp_path):
-    d = tmp_path / "validation"
+    d = tmp_path / "docs" / "validation"
     _write_record(d, "old", ROWS)
     newer = dict(ROWS[1], ratio=0.98, simulated_s=3.92)  # wfbp 16 workers measured again
     _write_record(d, "new", [newer])
     _write_record(d, "unlisted", [dict(ROWS[0], ratio=0.5)])  # not in grid.csv: not in the grid
     (d / "grid.csv").write_text('record,note\nold,"the first grid"\nnew,the 16-worker point again\n')
-    out = tmp_path / "V.md"
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir", str(d),
-                        "--out", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    text = out.read_text()
+    written = vdoc.write(tmp_path)
+    text = (tmp_path / vdoc.DOC).read_text()
+    assert written[:2] == [tmp_path / vdoc.DOC, d / "grid.png"]
+    assert text == vdoc.render(tmp_path)
     assert "**3 of 160 points measured, 3 of them within ±10 %**" in text  # 10 strategies x 2 x 4 x 2
     assert ("| `wfbp` | 1gbit | resnet50 | **0.950** [`old`](#old) |  |  | **0.980** [`new`](#new) |"
             in text)
@@ -148,31 +142,29 @@ def test_the_grid_takes_each_point_from_the_newest_listed_record(tmp_path):
 
 
 def test_a_grid_listing_a_missing_record_is_a_clear_error(tmp_path):
-    d = tmp_path / "validation"
+    d = tmp_path / "docs" / "validation"
     _write_record(d, "old", ROWS)
     (d / "grid.csv").write_text("record,note\nold,x\ngone,y\n")
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir", str(d),
-                        "--out", str(tmp_path / "V.md")], capture_output=True, text=True)
-    assert r.returncode == 1 and "names record 'gone'" in r.stderr and not (tmp_path / "V.md").exists()
+    with pytest.raises(vdoc.ValidationDocError, match="names record 'gone'"):
+        vdoc.write(tmp_path)
+    assert not (tmp_path / vdoc.DOC).exists()
 
 
 def test_the_readme_block_between_the_markers_is_replaced_and_nothing_else(tmp_path):
-    d = tmp_path / "validation"
+    d = tmp_path / "docs" / "validation"
     _write_record(d, "old", ROWS)
     (d / "grid.csv").write_text("record,note\nold,x\n")
     readme = tmp_path / "README.md"
     readme.write_text("# Title\n\nbefore\n<!-- grid:begin -->\nstale\n<!-- grid:end -->\nafter\n")
-    args = [sys.executable, str(REPO / "experiments" / "validation_doc.py"), "--dir", str(d), "--out",
-            str(tmp_path / "V.md"), "--readme", str(readme)]
-    r = subprocess.run(args, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    assert readme in vdoc.write(tmp_path)
     text = readme.read_text()
     assert text.startswith("# Title\n\nbefore\n<!-- grid:begin -->\n") and text.endswith("<!-- grid:end -->\nafter\n")
     assert "stale" not in text
     assert "| 1gbit | resnet50 | 1 of 1 (0.95–0.95) | not yet | not yet | 1 of 2 (0.75–0.95) |" in text
-    readme.write_text("no markers\n")
-    r = subprocess.run(args, capture_output=True, text=True)
-    assert r.returncode == 1 and "no <!-- grid:begin -->" in r.stderr and readme.read_text() == "no markers\n"
+    readme.write_text("no markers\n")  # a README without the block is left as it is
+    assert readme not in vdoc.write(tmp_path) and readme.read_text() == "no markers\n"
+    with pytest.raises(vdoc.ValidationDocError, match="no <!-- grid:begin -->"):
+        vdoc.replace_block("no markers\n", ["x"])
 
 
 def test_a_point_is_compared_at_its_strategys_pace(tmp_path):
@@ -188,12 +180,12 @@ def test_a_point_is_compared_at_its_strategys_pace(tmp_path):
                 w.writerow({"iteration": i, "rank": r, "start_s": 0, "iteration_s": 1.5 if (i + r) % 2 else 0.5,
                             "compute_s": 0.1, "comm_wait_s": 0, "loss": 1, "samples": 8, "bytes_sent": 0,
                             "bytes_received": 0})
-    m = _load("sim_vs_emu")
+    m = vgrid
     assert m.iteration_mean(tmp_path, {"strategy": "asgd", "warmup": 1}) == (1.0, "own")
     assert m.iteration_mean(tmp_path, {"strategy": "ps", "warmup": 1}) == (1.5, "slowest")
 
 
 def test_the_doc_says_which_points_ran_at_their_own_pace():
-    m = _load("validation_doc")
+    m = vdoc
     own = m._ratio_cell({**ROWS[0], "pace": "own"})
     assert "own pace" in own and "own pace" not in m._ratio_cell(ROWS[0])

@@ -1,31 +1,21 @@
-"""The simulator against the emulator (issue 14 item 3): the same spec run by both, mean iteration time compared.
+"""The simulator against the emulator, point by point (``synclab validate grid``; issue 14 item 3).
 
-For every point of the grid (strategy × link rate × workers × model, replayed compute) this runs
-``synclab run`` (the emulator: real processes, gRPC, kernel-shaped links) and ``synclab simulate`` (SimPy) on
-the very same spec and overrides, and reports simulated ÷ emulated mean iteration time; a point is within the
-target when that ratio is within ±10 %. Rates of 4 Gbit/s and above run the emulator with ``--dilation``
-(the simulator needs none: its clock is simulated).
+For every point of a grid (strategy x link rate x workers x model, replayed compute) this runs ``synclab run``
+(the emulator: real processes, gRPC, kernel-shaped links) and ``synclab simulate`` (SimPy) on the very same
+spec and overrides, and reports simulated / emulated mean iteration time; a point is within the target when
+that ratio is within +-10 %. Rates of 4 Gbit/s and above run the emulator with a dilation (the simulator needs
+none: its clock is simulated). The fitted all-reduce cost T(M) = a + b*M of ``mgwfbp`` (MG-WFBP eq. 10) is
+compared on both sides (the issue's 20 %).
 
-    python experiments/sim_vs_emu.py [--strategies wfbp,ps] [--rates 1gbit] [--workers 2,4] [--models resnet50]
-        [--scale 0.01] [--iterations 8] [--dilation 8] [--set KEY=VALUE ...] [--out runs/sim-vs-emu]
-
-``--sim-arg=--host-cpu --sim-arg=2`` simulates with the emulator's host modelled (2 shared cores, the data
-plane's measured CPU seconds per byte: :class:`synclab.sim.network.HostCpu`); ``--resim`` simulates every
-point again while the emulated ones are reused; ``--lock FILE`` takes an flock per emulated point.
-
-The issue's grid is every strategy × {1gbit, 4gbit} × {2, 4, 8, 16} × {resnet50, vgg16}; a point takes about
-30 s to several minutes of host time on the emulator, so run it in parts (finished points are kept: the
-summary of a point already in ``--out`` is reused). Writes ``sim-vs-emu.csv``, ``.json`` and ``.png``.
-
-``--record NAME`` also copies the three into ``docs/validation/NAME/`` with the command line, the code version and,
-per emulated point, when it ran, its wall time and the host's load average when it ended: the checked-in
-validation record that ``python experiments/validation_doc.py`` turns into ``docs/VALIDATION.md`` (the run
-directories themselves stay under ``--out``, not checked in).
+A point takes 30 s to several minutes of host time on the emulator, so a grid runs in parts: the summary of
+a point already in the output directory is reused. :func:`record` copies the results into
+``docs/validation/NAME/`` with the command, the code version and, per emulated point, when it ran, its wall
+time and the host's load when it ended: the checked-in record :mod:`synclab.validate.doc` turns into
+``docs/results/validation.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import itertools
 import json
@@ -33,7 +23,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
 EXTRA = {"stanza": ["strategy.fc_workers=1"], "ssdsgd": ["strategy.warmup=3", "strategy.k=2"],
          "mgwfbp": ["strategy.profile_iterations=3"], "mgwfbp-opt": ["strategy.profile_iterations=3"]}
 
@@ -41,7 +30,7 @@ EXTRA = {"stanza": ["strategy.fc_workers=1"], "ssdsgd": ["strategy.warmup=3", "s
 def _summary(out: Path, cmd: list[str], *, redo: bool = False) -> dict:
     path = out / "summary.json"
     if redo or not path.exists():
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(f"{' '.join(cmd[2:5])} failed: {(r.stdout + r.stderr).strip().splitlines()[-1:]}")
     return json.loads(path.read_text())
@@ -163,72 +152,58 @@ def rule_dilation(spec: Path, sets: list[str]) -> int:
 
     nodes, rate = links_of(load_spec(spec, [parse_override(o) for o in sets]))
     if rate is None:
-        raise ValueError("--dilation rule needs a link rate (network.rate)")
+        raise ValueError("dilation 'rule' needs a link rate (network.rate)")
     return dilation_for(nodes * rate)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--spec", type=Path, default=REPO / "examples" / "quickstart.yaml")
-    ap.add_argument("--strategies", default="wfbp,ps")
-    ap.add_argument("--rates", default="1gbit")
-    ap.add_argument("--workers", default="2,4")
-    ap.add_argument("--models", default="resnet50")
-    ap.add_argument("--scale", type=float, default=0.01, help="compute.scale of the replayed profiles")
-    ap.add_argument("--iterations", type=int, default=8)
-    ap.add_argument("--dilation", default="8",
-                    help="run.dilation of emulated points at >= 4 Gbit/s, or 'rule': every point's D from the "
-                         "reproduction runner's host-capacity rule (nodes x rate / D <= 1.5 Gbit/s)")
-    ap.add_argument("--dilation-times", type=int, default=1, metavar="K",
-                    help="run every point at K times its dilation (the rule's or --dilation's): where the emulator's "
-                         "host is the bottleneck, a larger D (less host work per emulated second) makes it faster; "
-                         "where it is not, the emulated times do not move")
-    ap.add_argument("--set", dest="sets", action="append", default=[])
-    ap.add_argument("--out", type=Path, default=Path("runs/sim-vs-emu"))
-    ap.add_argument("--lock", help="flock this file around each emulated point (a host shared by several jobs)")
-    ap.add_argument("--sim-arg", dest="sim_args", action="append", default=[],
-                    help="an argument for `synclab simulate` only (e.g. --sim-arg=--host-cpu)")
-    ap.add_argument("--resim", action="store_true", help="simulate every point again (emulated ones are reused)")
-    ap.add_argument("--emu-only", action="store_true", help="run the emulated points only")
-    ap.add_argument("--sim-only", action="store_true", help="simulate the points already emulated; skip the rest")
-    ap.add_argument("--record", metavar="NAME", help="also copy the results into docs/validation/NAME/ (the "
-                                                    "checked-in record experiments/validation_doc.py reads)")
-    a = ap.parse_args()
-    if a.dilation_times < 1:
-        ap.error(f"--dilation-times must be >= 1, got {a.dilation_times}")
+COLUMNS = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "pace",
+           "backend", "dilation", "emu_a_s", "emu_b_s_per_byte", "sim_a_s", "sim_b_s_per_byte", "a_ratio", "b_ratio",
+           "emu_small_s", "sim_small_s", "small_ratio", "emu_started", "emu_wall_s", "emu_load_end", "emu_host_busy",
+           "emu_ctxt_per_s", "error"]
 
-    from rich.console import Console
-    from rich.progress import track
-    from rich.table import Table
 
-    grid = list(itertools.product(a.strategies.split(","), a.rates.split(","), [int(w) for w in a.workers.split(",")],
-                                  a.models.split(",")))
+def grid_points(strategies: list[str], rates: list[str], workers: list[int], models: list[str], *, scale: float,
+                iterations: int, sets: list[str] = ()) -> list[tuple[dict, list[str]]]:
+    """Every point of the grid: (its coordinates, the spec overrides that make it)."""
+    out = []
+    for strategy, rate, n, model in itertools.product(strategies, rates, workers, models):
+        overrides = [f"strategy.name={strategy}", f"network.rate={rate}", f"cluster.workers={n}",
+                     f"model.name={model}", "compute.mode=replay", f"compute.scale={scale}",
+                     f"run.iterations={iterations}", "run.warmup=2", *EXTRA.get(strategy, []), *sets]
+        out.append(({"strategy": strategy, "rate": rate, "workers": n, "model": model}, overrides))
+    return out
+
+
+def run_grid(spec: Path, points: list[tuple[dict, list[str]]], out: Path, *, dilation: str = "8",
+             dilation_times: int = 1, lock: str | None = None, sim_args: list[str] = (), resim: bool = False,
+             emu_only: bool = False, sim_only: bool = False, progress=None) -> list[dict]:
+    """Run (or reuse) every point under ``out/<strategy>-<rate>-<N>w-<model>/``; one row per point (an
+    ``error`` column for a point that failed; a ``sim_only`` point never emulated is left out)."""
     rows = []
-    for strategy, rate, workers, model in track(grid, description="sim vs emu"):
-        sets = [f"strategy.name={strategy}", f"network.rate={rate}", f"cluster.workers={workers}",
-                f"model.name={model}", "compute.mode=replay", f"compute.scale={a.scale}",
-                f"run.iterations={a.iterations}", "run.warmup=2", *EXTRA.get(strategy, []), *a.sets]
-        dilation = point_dilation(a.dilation, a.spec, sets, rate, times=a.dilation_times)
-        row = {"strategy": strategy, "rate": rate, "workers": workers, "model": model}
+    for coords, sets in (progress(points) if progress else points):
+        d = point_dilation(dilation, spec, sets, coords["rate"], times=dilation_times)
+        row = dict(coords)
+        name = f"{coords['strategy']}-{coords['rate']}-{coords['workers']}w-{coords['model']}"
         try:
-            row.update(point(a.spec, a.out / f"{strategy}-{rate}-{workers}w-{model}", sets, dilation, lock=a.lock,
-                             sim_args=a.sim_args, resim=a.resim, emu_only=a.emu_only, sim_only=a.sim_only))
+            row.update(point(spec, out / name, sets, d, lock=lock, sim_args=sim_args, resim=resim,
+                             emu_only=emu_only, sim_only=sim_only))
         except RuntimeError as e:
-            if a.sim_only and "--sim-only" in str(e):
+            if sim_only and "--sim-only" in str(e):
                 continue
             row["error"] = str(e)
         rows.append(row)
+    return rows
 
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
-    cols = ["strategy", "rate", "workers", "model", "emulated_s", "simulated_s", "ratio", "within_10pct", "pace",
-            "backend", "dilation", "emu_a_s", "emu_b_s_per_byte", "sim_a_s", "sim_b_s_per_byte", "a_ratio", "b_ratio",
-            "emu_small_s", "sim_small_s", "small_ratio", "emu_started", "emu_wall_s", "emu_load_end", "emu_host_busy",
-            "emu_ctxt_per_s", "error"]
-    with (a.out / "sim-vs-emu.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+
+def write_results(out: Path, rows: list[dict]) -> list[Path]:
+    """``sim-vs-emu.json``, ``.csv`` and (with a compared point) ``.png`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
+    with (out / "sim-vs-emu.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
+    written = [out / "sim-vs-emu.json", out / "sim-vs-emu.csv"]
     ok = [r for r in rows if "ratio" in r]
     if ok:
         import matplotlib
@@ -246,48 +221,32 @@ def main() -> None:
         ax.set(xlabel="emulated mean iteration (s)", ylabel="simulated mean iteration (s)", xlim=(0, hi), ylim=(0, hi))
         ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(a.out / "sim-vs-emu.png", dpi=120)
+        fig.savefig(out / "sim-vs-emu.png", dpi=120)
         plt.close(fig)
-    t = Table(title="simulated ÷ emulated mean iteration time")
-    for c in ("strategy", "rate", "workers", "model", "emulated s", "simulated s", "sim ÷ emu", "±10 %"):
-        t.add_column(c, justify="right")
-    for r in rows:
-        if "ratio" in r:
-            t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], f"{r['emulated_s']:.3f}",
-                      f"{r['simulated_s']:.3f}", f"{r['ratio']:.3f}", "yes" if r["within_10pct"] else "NO")
-        else:
-            t.add_row(r["strategy"], r["rate"], str(r["workers"]), r["model"], "—", "—", "—", r.get("error", "emulated only")[:60])
-    Console(width=None if sys.stdout.isatty() else 150).print(t)
-    print(f"wrote {a.out}/sim-vs-emu.csv, .json, .png")
-    if a.record:
-        dest = record(a.out, a.record, sys.argv[1:])
-        print(f"recorded in {dest} (python experiments/validation_doc.py writes docs/VALIDATION.md)")
+        written.append(out / "sim-vs-emu.png")
+    return written
 
 
-def record(out: Path, name: str, argv: list[str]) -> Path:
-    """Copy ``out``'s results into ``docs/validation/NAME/``, with the command and the code that produced them."""
-    import shlex
+def record(out: Path, name: str, command: str, root: Path) -> Path:
+    """Copy ``out``'s results into ``root/docs/validation/NAME/``, with the command and the code that produced
+    them (``-dirty`` when ``src/`` differs from the commit; records being written under docs/ do not count)."""
     import shutil
     import time
 
     from synclab.reproduce.runner import code_version
 
-    dest = REPO / "docs" / "validation" / name
+    dest = root / "docs" / "validation" / name
     dest.mkdir(parents=True, exist_ok=True)
     for f in ("sim-vs-emu.csv", "sim-vs-emu.png"):
         if (out / f).exists():
             shutil.copyfile(out / f, dest / f)
     rows = json.loads((out / "sim-vs-emu.json").read_text())
-    code = code_version(REPO).removesuffix("-dirty")
-    changed = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src", "experiments"],
+    code = code_version(root).removesuffix("-dirty")
+    changed = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src"],
                              capture_output=True, text=True).stdout.strip()
-    if changed:  # the code changed since the commit (records being written under docs/ do not count)
+    if changed:
         code += "-dirty"
-    meta = {"command": "python experiments/sim_vs_emu.py " + shlex.join(argv), "code": code,
-            "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "rows": rows}
+    meta = {"command": command, "code": code, "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "rows": rows}
     (dest / "sim-vs-emu.json").write_text(json.dumps(meta, indent=1) + "\n")
     return dest
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,143 @@
+"""``synclab validate``: the simulator against the emulator, the grid of points and its results page."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from synclab.cli._common import fail
+
+app = typer.Typer(no_args_is_help=True, help="Validate the simulator against the emulator: run a grid of points "
+                                              "on both (grid), compare two validations (compare), regenerate "
+                                              "docs/results/validation.md from the records (doc).")
+console = Console(stderr=True)
+
+
+def _csv(text: str, what: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        fail(f"{what} needs at least one value, got {text!r}")
+    return items
+
+
+@app.command("grid")
+def grid(spec: str = typer.Option("quickstart", "--spec", help="Base spec: a YAML file or a packaged example."),
+         strategies: str = typer.Option("wfbp,ps", "--strategies", help="Comma-separated strategy names."),
+         rates: str = typer.Option("1gbit", "--rates", help="Comma-separated link rates (network.rate)."),
+         workers: str = typer.Option("2,4", "--workers", help="Comma-separated worker counts."),
+         models: str = typer.Option("resnet50", "--models", help="Comma-separated models (replayed)."),
+         scale: float = typer.Option(0.01, "--scale", help="compute.scale of the replayed profiles."),
+         iterations: int = typer.Option(8, "--iterations", min=3, help="run.iterations of every point (2 warm-up)."),
+         dilation: str = typer.Option("8", "--dilation", help="run.dilation of emulated points at >= 4 Gbit/s, "
+                                      "or 'rule': every point's D from the reproduction runner's host-capacity "
+                                      "rule (nodes x rate / D <= 1.5 Gbit/s)."),
+         dilation_times: int = typer.Option(1, "--dilation-times", min=1, help="Run every point at K times its "
+                                            "dilation: where the host is the bottleneck a larger D makes the "
+                                            "emulator faster; where it is not, the emulated times do not move."),
+         set_: list[str] = typer.Option([], "--set", help="Extra spec override KEY=VALUE for every point."),
+         out: Path = typer.Option(Path("runs/sim-vs-emu"), "--out", help="Run directory; points already there "
+                                  "are reused."),
+         lock: Optional[str] = typer.Option(None, "--lock", help="flock this file around each emulated point "
+                                            "(a host shared by several jobs)."),
+         sim_arg: list[str] = typer.Option([], "--sim-arg", help="An argument for `synclab simulate` only "
+                                           "(e.g. --sim-arg=--host-cpu --sim-arg=2)."),
+         resim: bool = typer.Option(False, "--resim", help="Simulate every point again (emulated ones are reused)."),
+         emu_only: bool = typer.Option(False, "--emu-only", help="Run the emulated points only."),
+         sim_only: bool = typer.Option(False, "--sim-only", help="Simulate the points already emulated; skip "
+                                       "the rest."),
+         record: Optional[str] = typer.Option(None, "--record", metavar="NAME", help="Also copy the results into "
+                                              "docs/validation/NAME/ of this checkout (what `synclab validate "
+                                              "doc` reads).")):
+    """Run every point of the grid on the emulator and the simulator; simulated / emulated mean iteration."""
+    from rich.progress import track
+    from rich.table import Table
+
+    from synclab.resources import checkout, spec_path
+    from synclab.validate.grid import grid_points, run_grid, write_results
+
+    if emu_only and sim_only:
+        fail("--emu-only and --sim-only exclude each other")
+    root = checkout() if record else None
+    if record and root is None:
+        fail("--record writes docs/validation/NAME/ of a checkout: run it inside one")
+    base = spec_path(spec)
+    if not base.is_file():
+        fail(f"spec {spec!r} is neither a file nor a packaged example (synclab examples)")
+    try:
+        n_workers = [int(w) for w in _csv(workers, "--workers")]
+    except ValueError:
+        fail(f"--workers must be comma-separated integers, got {workers!r}")
+    points = grid_points(_csv(strategies, "--strategies"), _csv(rates, "--rates"), n_workers,
+                         _csv(models, "--models"), scale=scale, iterations=iterations, sets=list(set_))
+    try:
+        rows = run_grid(base, points, out, dilation=dilation, dilation_times=dilation_times, lock=lock,
+                        sim_args=list(sim_arg), resim=resim, emu_only=emu_only, sim_only=sim_only,
+                        progress=lambda p: track(p, description="sim vs emu", console=console))
+    except ValueError as e:
+        fail(str(e))
+    write_results(out, rows)
+    t = Table(title="simulated ÷ emulated mean iteration time")
+    for c in ("strategy", "rate", "workers", "model", "emulated s", "simulated s", "sim ÷ emu", "±10 %"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        cells = [r["strategy"], r["rate"], str(r["workers"]), r["model"]]
+        if "ratio" in r:
+            t.add_row(*cells, f"{r['emulated_s']:.3f}", f"{r['simulated_s']:.3f}", f"{r['ratio']:.3f}",
+                      "yes" if r["within_10pct"] else "NO")
+        else:
+            t.add_row(*cells, "—", "—", "—", r.get("error", "emulated only")[:60])
+    Console(width=None if sys.stdout.isatty() else 150).print(t)
+    console.print(f"wrote {out}/sim-vs-emu.csv, .json, .png")
+    if record:
+        from synclab.validate.grid import record as keep
+
+        dest = keep(out, record, "synclab validate grid " + shlex.join(sys.argv[3:]), root)
+        console.print(f"recorded in {dest} (`synclab validate doc` writes docs/results/validation.md)")
+    if any("error" in r for r in rows):
+        raise typer.Exit(1)
+
+
+@app.command("doc")
+def doc():
+    """Regenerate docs/results/validation.md (and docs/validation/grid.png, the README's grid block) from the
+    checked-in records under docs/validation/."""
+    from synclab.resources import checkout
+    from synclab.validate.doc import ValidationDocError, write
+
+    root = checkout()
+    if root is None:
+        fail("the validation page belongs to a checkout: run `synclab validate doc` inside one")
+    try:
+        for p in write(root):
+            console.print(f"wrote {p.relative_to(root)}")
+    except ValidationDocError as e:
+        fail(str(e))
+
+
+@app.command("compare")
+def compare(before: list[Path] = typer.Option(..., "--before", help="sim-vs-emu.csv of the first validation "
+                                              "(repeatable)."),
+            after: list[Path] = typer.Option(..., "--after", help="sim-vs-emu.csv of the second (repeatable)."),
+            labels: str = typer.Option("before,after", "--labels", help="The two series' names, comma-separated."),
+            title: str = typer.Option("simulated ÷ emulated mean iteration", "--title"),
+            out: Path = typer.Option(..., "--out", help="The figure (PNG) to write.")):
+    """Two validations of the same points side by side: a table (markdown) and a figure per strategy and rate."""
+    from synclab.validate.compare import plot, read, table
+
+    for p in [*before, *after]:
+        if not p.is_file():
+            fail(f"{p}: no such file")
+    names = labels.split(",")
+    if len(names) != 2:
+        fail(f"--labels needs two names, got {labels!r}")
+    b, a = read(before), read(after)
+    if not set(b) & set(a):
+        fail("no point is in both --before and --after")
+    typer.echo("\n".join(table(b, a, (names[0], names[1]))))
+    plot(b, a, (names[0], names[1]), title, out)
+    console.print(f"wrote {out}")
