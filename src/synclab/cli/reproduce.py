@@ -51,7 +51,11 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
               rejudge_: bool = typer.Option(False, "--rejudge", help="Judge the checked-in records again (TARGET's, "
                                             "or every target's) from their points.csv with this checkout's judge, "
                                             "running nothing; rewrite their verdict.json (with what changed) and "
-                                            "the document.")):
+                                            "the document."),
+              calibration_check: bool = typer.Option(False, "--calibration-check", help="Write the held-out check "
+                                                     "of the compute calibration (docs/results/calibration-check.md): "
+                                                     "each paper-given time predicted from the others through GPU "
+                                                     "and CPU profile ratios. Runs nothing, changes no calibration.")):
     """Reproduce a paper figure: run its sweep, draw it beside the paper's numbers, judge each claim."""
     from synclab.reproduce.schema import TargetError, load_target, target_dirs, target_files
     from synclab.resources import checkout as find_checkout
@@ -87,6 +91,9 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
             console.print("not in a checkout: docs/REPRODUCTION.md is not written (the runs are in runs/reproduce/)")
         if failed:
             _fail(f"points failed in: {', '.join(failed)}")
+        return
+    if calibration_check:
+        _calibration_check(checkout)
         return
     if rejudge_:
         if target is not None and target not in files:
@@ -133,6 +140,26 @@ def _rejudge(root: Path | None, targets: list) -> None:
                                                                  f"re-judge" if moved else ""))
     if not done:
         _fail("no checked-in record to re-judge" + (f" for {targets[0].id}" if len(targets) == 1 else ""))
+
+
+def _calibration_check(root: Path | None) -> None:
+    """docs/results/calibration-check.md (``reproduce.heldout``); outside a checkout, the text on stdout."""
+    from synclab.reproduce.heldout import render
+    from synclab.resources import model_profiles_dir
+
+    profiles = model_profiles_dir()
+    gpu = profiles / "gpu-h100"
+    if not gpu.is_dir():
+        console.print(f"[bold red]error:[/] no GPU profiles in {gpu}")
+        raise typer.Exit(1)
+    text = render(profiles, gpu)
+    if root is None:
+        print(text)
+        return
+    out = root / "docs" / "results" / "calibration-check.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    console.print(f"wrote {out}")
 
 
 def _write_doc(root: Path | None, targets: list) -> None:
