@@ -13,6 +13,7 @@ exists (``python3 src/synclab/roles/image_source.py`` prints the digest).
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 
@@ -41,8 +42,12 @@ def _files(root: Path) -> list[Path]:
 
 
 def source_digest(root: Path) -> str:
-    """sha256 over (relative path, content) of every image source file under ``root``, in path order."""
+    """sha256 over (relative path, content) of every image source file under ``root``, in path order, and
+    the strategy plugins the image installs (``SYNCLAB_PLUGINS``, the Dockerfile's build argument), if any."""
     h = hashlib.sha256()
+    plugins = os.environ.get("SYNCLAB_PLUGINS", "").split()
+    if plugins:
+        h.update(("plugins:" + " ".join(plugins)).encode())
     for p in sorted(_files(root), key=lambda p: p.relative_to(root).as_posix()):
         rel = p.relative_to(root).as_posix().encode()
         data = p.read_bytes()

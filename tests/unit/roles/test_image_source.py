@@ -34,6 +34,16 @@ def test_the_digest_follows_the_image_sources_and_ignores_bytecode_and_other_fil
     assert source_digest(root) != first
 
 
+def test_the_strategy_plugins_the_image_installs_enter_the_digest(tmp_path, monkeypatch):
+    root = _tree(tmp_path)
+    monkeypatch.delenv("SYNCLAB_PLUGINS", raising=False)
+    plain = source_digest(root)
+    monkeypatch.setenv("SYNCLAB_PLUGINS", "src/synclab/examples/plugin-strategy")
+    with_plugin = source_digest(root)
+    monkeypatch.setenv("SYNCLAB_PLUGINS", " ")
+    assert with_plugin != plain and source_digest(root) == plain
+
+
 def test_the_checkout_has_a_digest():
     assert len(source_digest(REPO)) == 32
 
