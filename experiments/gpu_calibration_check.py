@@ -1,4 +1,4 @@
-"""Re-check the replay calibration against GPU profiles of the zoo (issue 13 item 7): writes docs/GPU-CHECK.md.
+"""Re-check the replay calibration against GPU profiles of the zoo (issue 13 item 7): writes docs/results/gpu-check.md.
 
 The calibration (``profiles/calibration.yaml``) takes the papers' GPU times where the papers give them and,
 where they do not, carries one measured time to other models by the ratio of this VM's CPU profiles, or to
@@ -18,7 +18,7 @@ steps, not replace them: it is none of the papers' GPUs. This script reads the G
    ratio to ResNet-50 b32 on both (the ratio the derived rows of ``calibration.yaml`` carry), i.e. how much those
    rows depend on which GPU measured them.
 
-    python experiments/gpu_calibration_check.py [--gpu-dir profiles/gpu-h100] [--out docs/GPU-CHECK.md]
+    python experiments/gpu_calibration_check.py [--gpu-dir profiles/gpu-h100] [--out docs/results/gpu-check.md]
         [--compare-dir profiles/gpu-h200]
 """
 
@@ -128,7 +128,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpu-dir", type=Path, default=REPO / "profiles" / "gpu-h100")
     ap.add_argument("--cpu-dir", type=Path, default=REPO / "profiles")
-    ap.add_argument("--out", type=Path, default=REPO / "docs" / "GPU-CHECK.md")
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "gpu-check.md")
     ap.add_argument("--no-sim", action="store_true", help="skip part 4 (the simulations)")
     ap.add_argument("--compare-dir", type=Path, help="another GPU's profiles, compared in part 5")
     a = ap.parse_args()

@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     "synclab.reproduce": 7,
     "synclab.load": 7,
     "synclab.validate": 7,
+    "synclab.docsgen": 7,  # the generated documents, rendered from the layers below (synclab docs writes them)
     "synclab.calibrate": 7,
     # 8: the command line
     "synclab.cli": 8,

@@ -16,6 +16,7 @@ from synclab.cli import cleanup as _cleanup
 from synclab.cli import compose_env as _compose_env
 from synclab.cli import coordinator as _coordinator
 from synclab.cli import dashboards as _dashboards
+from synclab.cli import docs as _docs
 from synclab.cli import examples as _examples
 from synclab.cli import load as _load
 from synclab.cli import netbench as _netbench
@@ -51,6 +52,7 @@ app.command("netbench")(_netbench.netbench)
 app.command("profile")(_profile.profile)
 app.command("strategies")(_strategies.strategies)
 app.command("version")(_version.version)
+app.command("docs")(_docs.docs)
 
 plan_app = typer.Typer(no_args_is_help=True, help="Plan strategies from a model profile, without a cluster.")
 app.add_typer(plan_app, name="plan")

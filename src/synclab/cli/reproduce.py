@@ -38,7 +38,7 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
               repeats: int = typer.Option(1, "--repeats", min=1, help="Run each emulated point N times (at "
                                           "least: repeats measured before are kept); its metrics are their mean, "
                                           "and each claim says in how many repeats it gets the same verdict."),
-              doc: bool = typer.Option(False, "--doc", help="Write docs/REPRODUCTION.md: each target's full "
+              doc: bool = typer.Option(False, "--doc", help="Write docs/results/reproduction.md: each target's full "
                                        "form when run, else its quick one; a run in runs/reproduce/ newer than "
                                        "its record in docs/reproduction/ replaces that record first."),
               all_: bool = typer.Option(False, "--all", help="Run every target's form (--quick for the quick "
@@ -88,7 +88,8 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
         if checkout is not None:
             _write_doc(checkout, targets)
         else:
-            console.print("not in a checkout: docs/REPRODUCTION.md is not written (the runs are in runs/reproduce/)")
+            console.print("not in a checkout: docs/results/reproduction.md is not written (the runs are in "
+                          "runs/reproduce/)")
         if failed:
             _fail(f"points failed in: {', '.join(failed)}")
         return
@@ -112,13 +113,9 @@ def reproduce(target: Optional[str] = typer.Argument(None, help="Target id (see 
         raise typer.Exit(1)
 
 
-def _doc_path(root: Path) -> Path:
-    return root / "docs" / "REPRODUCTION.md"
-
-
 def _rejudge(root: Path | None, targets: list) -> None:
     """Re-judge each target's checked-in records (full and quick) and print what moved."""
-    from synclab.reproduce.doc import record_dir
+    from synclab.reproduce.doc import RECORDS, record_dir
     from synclab.reproduce.rejudge import judge_version, rejudge
 
     if root is None:
@@ -126,7 +123,7 @@ def _rejudge(root: Path | None, targets: list) -> None:
     done, judge = 0, judge_version()  # before any record is rewritten
     for x in targets:
         for form in ("full", "quick"):
-            d = record_dir(_doc_path(root), x.id, form)
+            d = record_dir(root / RECORDS, x.id, form)
             if not (d / "verdict.json").exists():
                 continue
             try:
@@ -163,16 +160,16 @@ def _calibration_check(root: Path | None) -> None:
 
 
 def _write_doc(root: Path | None, targets: list) -> None:
-    """docs/REPRODUCTION.md from each target's best run or checked-in record (``doc.gather``)."""
-    from synclab.reproduce.doc import collect, gather, render
+    """docs/results/reproduction.md from each target's best run or checked-in record (``doc.gather``)."""
+    from synclab.reproduce.doc import DOC, RECORDS, collect, gather, render
     from synclab.reproduce.runner import default_out
 
     if root is None:
         _fail("the reproduction document belongs to a checkout: run --doc inside one (no pyproject.toml and "
               "docs/ here or above)")
-    path = _doc_path(root)
-    dirs = [gather(x.id, {"full": default_out(root, x, False), "quick": default_out(root, x, True)}, path)
-            for x in targets]
+    path = root / DOC
+    dirs = [gather(x.id, {"full": default_out(root, x, False), "quick": default_out(root, x, True)},
+                   root / RECORDS) for x in targets]
     found = collect([d for d in dirs if d is not None])
     have = {v["target"] for v, _ in found}
     render(found, path, missing=[x.id for x in targets if x.id not in have])

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from synclab.reproduce.runner import code_version, judge_all
+from synclab.reproduce.runner import code_version, judge_all, verdict_text
 from synclab.reproduce.schema import Target
 from synclab.reproduce.verdict import VERDICTS, verdict_of
 
@@ -88,10 +88,11 @@ def judge_version() -> str:
     return head.stdout.strip() + ("-dirty" if dirty.returncode != 0 else "")
 
 
-def rejudge(target: Target, record: Path, judge: str | None = None) -> dict[str, Any]:
-    """Judge ``target``'s claims again from the record in ``record`` and rewrite its ``verdict.json``; returns
-    it. The record must belong to ``target`` (its ``verdict.json`` names it). ``judge``: the judge's version
-    to record (default :func:`judge_version`)."""
+def rejudged(target: Target, record: Path, judge: str | None = None) -> dict[str, Any]:
+    """``record``'s verdict with ``target``'s claims judged again from its points, written nowhere (what
+    :func:`rejudge` writes, and what ``synclab docs --check`` compares with the file). The record must belong to
+    ``target`` (its ``verdict.json`` names it). ``judge``: the judge's version to record where a verdict moves
+    (default :func:`judge_version`)."""
     path = record / "verdict.json"
     old = json.loads(path.read_text())
     if old.get("target") != target.id:
@@ -119,7 +120,14 @@ def rejudge(target: Target, record: Path, judge: str | None = None) -> dict[str,
             "counts_before": {"claims": _count(old.get("claims", [])),
                               "calibration_checks": _count(old.get("calibration_checks", []))},
             "changes": changes}
-    path.write_text(json.dumps(new, indent=1, default=str) + "\n")
+    return new
+
+
+def rejudge(target: Target, record: Path, judge: str | None = None) -> dict[str, Any]:
+    """Judge ``target``'s claims again from the record in ``record`` and rewrite its ``verdict.json``
+    (:func:`rejudged`); returns it."""
+    new = rejudged(target, record, judge)
+    (record / "verdict.json").write_text(verdict_text(new))
     return new
 
 

@@ -128,6 +128,11 @@ def write_points_csv(path: Path, records: list[dict[str, Any]]) -> None:
                     w.writerow([r["id"], i, *(r["values"].get(k, "") for k in axis), *cells(m)])
 
 
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """A verdict as ``verdict.json`` holds it."""
+    return json.dumps(verdict, indent=1, default=str) + "\n"
+
+
 def read_points_csv(path: Path) -> list[dict[str, str]]:
     with path.open() as f:
         return list(csv.DictReader(f))
@@ -273,7 +278,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         # a repeated point's record joins its repeats' codes with ", "
         "code": sorted({c for r in records for c in str(r.get("code", "unknown")).split(", ")}),
     }
-    (out / "verdict.json").write_text(json.dumps(verdict, indent=1, default=str) + "\n")
+    (out / "verdict.json").write_text(verdict_text(verdict))
     return verdict
 
 

@@ -30,18 +30,18 @@ def test_all_then_doc_on_a_clone_without_runs(tmp_path):
     (tmp_path / "docs").mkdir()
     r = _synclab(tmp_path, "--all", "--quick", "--points", "2", "--targets", str(own), "--only-own")
     assert r.returncode == 0, r.stdout + r.stderr
-    doc = (tmp_path / "docs" / "REPRODUCTION.md").read_text()
+    doc = (tmp_path / "docs" / "results" / "reproduction.md").read_text()
     for t in KEEP:
         record = tmp_path / "docs" / "reproduction" / f"{t}-quick"
         assert {"verdict.json", "points.csv"} <= {p.name for p in record.iterdir()}
-        assert f"| [`{t}`]" in doc and f"](reproduction/{t}-quick/" in doc
+        assert f"| [`{t}`]" in doc and f"](../reproduction/{t}-quick/" in doc
     assert "Targets defined but without a verdict" not in doc
 
     shutil.rmtree(tmp_path / "runs")
-    (tmp_path / "docs" / "REPRODUCTION.md").unlink()
+    (tmp_path / "docs" / "results" / "reproduction.md").unlink()
     r = _synclab(tmp_path, "--doc", "--targets", str(own), "--only-own")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert (tmp_path / "docs" / "REPRODUCTION.md").read_text() == doc
+    assert (tmp_path / "docs" / "results" / "reproduction.md").read_text() == doc
 
 
 def test_no_target_and_no_mode_is_an_error(tmp_path):

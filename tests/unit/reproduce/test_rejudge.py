@@ -70,8 +70,7 @@ def test_a_rejudge_rewrites_the_verdict_and_keeps_what_changed(tmp_path):
     # a second re-judge that moves nothing keeps the record of the first
     again = rejudge(_target(tmp_path, data), out)
     assert again["rejudged"] == r
-    doc = tmp_path / "docs" / "REPRODUCTION.md"
-    doc.parent.mkdir()
+    doc = tmp_path / "docs" / "results" / "reproduction.md"
     text = render(collect([out]), doc)
     assert "**What changed at the re-judge**" in text and "| `b-gain` | partly | **not** |" in text
     assert "before the last re-judge **1 / 1 / 0 / 0 / 0** of 2; now **0 / 0 / 1 / 0 / 0** of 1" in text
@@ -107,7 +106,7 @@ def test_the_cli_rejudges_a_checked_in_record_and_writes_the_doc(tmp_path, monke
     assert {c["id"] for c in v["calibration_checks"]} == {"b-10gbit-vs-cluster2", "ring-b-1gbit", "ring-b-10gbit"}
     a = {c["id"]: c for c in v["claims"]}["a-10gbit-vs-cluster2"]
     assert a["paper_value_compared"] == pytest.approx(9.08e-4 * 3 / 15)  # Table 2's ring a at N = 4
-    assert "mgwfbp-fig4" in (tmp_path / "docs" / "REPRODUCTION.md").read_text()
+    assert "mgwfbp-fig4" in (tmp_path / "docs" / "results" / "reproduction.md").read_text()
     assert CliRunner().invoke(app, ["reproduce", "nope", "--rejudge"]).exit_code == 2
     assert CliRunner().invoke(app, ["reproduce", "p3-fig12-resnet50", "--rejudge"]).exit_code == 2  # no record
 

@@ -1,5 +1,5 @@
 """The sweep runner with a fake point runner: files written, done points kept on a second run,
-verdicts judged from the points, and docs/REPRODUCTION.md generated from the verdicts."""
+verdicts judged from the points, and docs/results/reproduction.md generated from the verdicts."""
 
 from __future__ import annotations
 
@@ -135,16 +135,14 @@ def test_doc_from_verdicts(tmp_path):
     t = _target(tmp_path)
     out = tmp_path / "out"
     run_target(t, tmp_path, out, quick=True, run_point=FakeRunner(), console=Console(quiet=True))
-    doc = tmp_path / "docs" / "REPRODUCTION.md"
-    doc.parent.mkdir()
+    doc = tmp_path / "docs" / "results" / "reproduction.md"
     text = render(collect([out, tmp_path / "missing"]), doc, missing=["other-target"])
     assert doc.read_text() == text
     assert "Quick-form results" in text
     assert "| [`fake-fig`]" in text and "| quick | 1 / 1 / 0 / 0 / 1 | — | **partly** |" in text
     assert "| b-over-a: “b is twice a” | §1 | 2 | 2 | **reproduced** |" in text
     assert "`other-target`" in text
-    assert (doc.parent / "reproduction" / "fake-fig-quick.png").exists()
-    assert "![fake-fig](reproduction/fake-fig-quick.png)" in text
+    assert "![fake-fig](../../out/fake-fig.png)" in text  # linked where it is, relative to the page
 
 
 def _rewrite(out: Path, **changes) -> None:
@@ -153,36 +151,37 @@ def _rewrite(out: Path, **changes) -> None:
 
 
 def test_doc_record_is_checked_in_and_survives_the_runs(tmp_path):
-    """--doc archives a run into docs/reproduction/<target>-<form>/ and builds the doc from there, so a clone
+    """--doc archives a run into docs/reproduction/<target>-<form>/ and builds the doc (docs/results/) from there,
+    so a clone
     without runs/ (a fresh machine) regenerates the same doc; a newer complete run replaces the record, a
     smoke run (--points, --max-dilation) never does, and a full form beats a quick one."""
     t = _target(tmp_path)
-    doc = tmp_path / "docs" / "REPRODUCTION.md"
+    doc, records = tmp_path / "docs" / "results" / "reproduction.md", tmp_path / "docs" / "reproduction"
     quick, full = tmp_path / "runs" / "q", tmp_path / "runs" / "f"
     run_target(t, tmp_path, quick, quick=True, run_point=FakeRunner(), console=Console(quiet=True))
     _rewrite(quick, written="2026-01-01 00:00:00")
     runs = {"full": full, "quick": quick}
-    d = gather("fake-fig", runs, doc)
-    assert d == record_dir(doc, "fake-fig", "quick") and d.is_relative_to(tmp_path / "docs" / "reproduction")
+    d = gather("fake-fig", runs, records)
+    assert d == record_dir(records, "fake-fig", "quick") and d.is_relative_to(tmp_path / "docs" / "reproduction")
     assert {p.name for p in d.iterdir()} == {"verdict.json", "points.csv", "fake-fig.png"}
     text = render(collect([d]), doc)
-    assert "![fake-fig](reproduction/fake-fig-quick/fake-fig.png)" in text
+    assert "![fake-fig](../reproduction/fake-fig-quick/fake-fig.png)" in text
 
     import shutil
     shutil.rmtree(tmp_path / "runs")  # a fresh clone: the record alone
-    assert gather("fake-fig", runs, doc) == d and render(collect([d]), doc) == text
+    assert gather("fake-fig", runs, records) == d and render(collect([d]), doc) == text
 
     run_target(t, tmp_path, quick, quick=True, run_point=FakeRunner(), console=Console(quiet=True),
                limit=1)  # a newer smoke run
-    assert gather("fake-fig", runs, doc) == d
+    assert gather("fake-fig", runs, records) == d
     assert json.loads((d / "verdict.json").read_text())["written"] == "2026-01-01 00:00:00"
     _rewrite(quick, limit=None, points=4)  # the same run, complete and newer
-    assert gather("fake-fig", runs, doc) == d
+    assert gather("fake-fig", runs, records) == d
     assert json.loads((d / "verdict.json").read_text())["written"] > "2026-01-01 00:00:00"
 
     run_target(t, tmp_path, full, quick=False, run_point=FakeRunner(), console=Console(quiet=True))
-    assert gather("fake-fig", runs, doc) == record_dir(doc, "fake-fig", "full")
-    assert gather("other", {"full": tmp_path / "x", "quick": tmp_path / "y"}, doc) is None
+    assert gather("fake-fig", runs, records) == record_dir(records, "fake-fig", "full")
+    assert gather("other", {"full": tmp_path / "x", "quick": tmp_path / "y"}, records) is None
 
 
 def test_label_axis_passes_only_its_when_overrides(tmp_path):
@@ -284,8 +283,7 @@ def test_repeated_points_are_averaged_and_every_claim_judged_per_repeat(tmp_path
     # is within it of the paper's 1.0: every repeat agrees
     assert claim["margin"] == pytest.approx(0.4)
     assert claim["repeats"]["agree"] == 3 and "3 of 3 give this verdict alone" in claim["why"]
-    doc = tmp_path / "docs" / "REPRODUCTION.md"
-    doc.parent.mkdir()
+    doc = tmp_path / "docs" / "results" / "reproduction.md"
     text = render(collect([out]), doc)
     assert "| 2 (1.6–2.4) | **reproduced** (3/3 repeats) |" in text
 
@@ -333,8 +331,7 @@ def test_every_point_keeps_the_host_load_it_ended_with(tmp_path):
     assert len(records) == 8 and all(isinstance(r["host_load"], float) and r["host_load"] >= 0 for r in records)
     rows = read_points_csv(out / "points.csv")
     assert all(float(r["host_load"]) >= 0 for r in rows)
-    doc = tmp_path / "docs" / "REPRODUCTION.md"
-    doc.parent.mkdir()
+    doc = tmp_path / "docs" / "results" / "reproduction.md"
     assert "| host s | load |" in render(collect([out]), doc)
     for p in (out / "points").glob("*/record.json"):  # records from before the load was kept: no column
         r = json.loads(p.read_text())
@@ -359,8 +356,7 @@ def test_every_point_keeps_how_busy_the_host_was_at_its_worst_repeat(tmp_path):
     run_target(t, tmp_path, out, quick=True, run_point=BusyHostRunner(), console=Console(quiet=True), repeats=2)
     rows = read_points_csv(out / "points.csv")
     assert len(rows) == 4 and all(float(r["host_busy"]) == 0.9 for r in rows)
-    doc = tmp_path / "docs" / "REPRODUCTION.md"
-    doc.parent.mkdir()
+    doc = tmp_path / "docs" / "results" / "reproduction.md"
     text = render(collect([out]), doc)
     assert "| host s | load | busy |" in text and "| 90% |" in text
     assert "busy: the share of the host's cores busy over an emulated point's measured iterations" in text
@@ -379,8 +375,7 @@ def test_calibration_checks_are_judged_apart_and_not_counted(tmp_path):
     assert [c["id"] for c in v["calibration_checks"]] == ["a-at-4"]
     assert v["calibration_checks"][0]["verdict"] == PARTLY
     assert v["verdict"] == REPRODUCED  # the partly check does not hold the target at partly
-    doc = tmp_path / "docs" / "REPRODUCTION.md"
-    doc.parent.mkdir()
+    doc = tmp_path / "docs" / "results" / "reproduction.md"
     text = render(collect([out]), doc)
     assert "| quick | 1 / 0 / 0 / 0 / 1 | 0 / 1 / 0 / 0 / 0 | **reproduced** |" in text
     assert "Calibration checks" in text and "| check | source |" in text

@@ -1,0 +1,19 @@
+"""The generated pages, registered in the order ``synclab docs`` writes them (one line each; see
+:mod:`synclab.docsgen` for how to add one). The command-line reference is registered by
+:mod:`synclab.cli.docs`, the one module that holds the command tree."""
+
+from __future__ import annotations
+
+from synclab.docsgen import env_ref, metrics_ref, profiles_ref, readme, register, register_many, results, spec_ref
+from synclab.docsgen import wire_ref
+from synclab.validate import doc as validation
+
+register("docs/reference/spec.md", spec_ref.render)
+register("docs/reference/metrics.md", metrics_ref.render)
+register("docs/reference/profiles.md", profiles_ref.render)
+register("docs/reference/environment.md", env_ref.render)
+register("docs/reference/wire.md", wire_ref.render)
+register_many(results.verdict_pages)  # docs/reproduction/*/verdict.json, before the pages built from them
+register("docs/results/reproduction.md", results.reproduction_page)
+register("docs/results/validation.md", validation.render, command="synclab validate doc")
+register("README.md", readme.render)  # its generated blocks only; last: they summarize the pages above
