@@ -201,29 +201,6 @@ def test_label_axis_passes_only_its_when_overrides(tmp_path):
     assert points[0].id == "delay_steps=5"
 
 
-def test_every_point_and_the_verdict_name_the_code_they_ran(tmp_path):
-    import subprocess
-
-    from synclab.reproduce.runner import code_version
-
-    assert code_version(tmp_path).startswith("synclab ")  # not a checkout: the package version
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    (tmp_path / "f").write_text("x")
-    subprocess.run(["git", "-C", str(tmp_path), "add", "f"], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "m"],
-                   check=True)
-    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "--short=10", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
-    assert code_version(tmp_path) == head
-    (tmp_path / "f").write_text("y")
-    assert code_version(tmp_path) == head + "-dirty"
-    t = _target(tmp_path)
-    v = run_target(t, tmp_path, tmp_path / "out", quick=True, run_point=FakeRunner(), console=Console(quiet=True))
-    assert v["code"] == [head + "-dirty"]
-    point = json.loads(next((tmp_path / "out" / "points").glob("*/record.json")).read_text())
-    assert point["code"] == head + "-dirty"
-
-
 def test_an_emulated_point_keeps_its_records_but_not_the_final_parameters(tmp_path, monkeypatch):
     import subprocess
     import types

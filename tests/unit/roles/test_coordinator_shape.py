@@ -3,69 +3,18 @@ the command answers once all did. The coordinator's own link (a container, a net
 a role or another node was named. A change the backend cannot make is refused up front (exit 2)."""
 
 import json
-import threading
 
 import pytest
-from typer.testing import CliRunner
 
-from synclab.cli import app
+# nodes_fixture is the `nodes` fixture: imported, pytest finds it here
+from support.coordinator import nodes_fixture, service  # noqa: F401
 from synclab.config import parse_spec
 from synclab.metrics import NodeMetrics
 from synclab.linkprofile import profile_from_mapping
 from synclab.netem.profile import load_profile
 from synclab.netem.reshape import reshape_refusal
-from synclab.roles.coordinator import CoordinatorService, JobState, own_link_reshaper
-from synclab.wire import pb, rpc
-from synclab.wire.channels import make_server
-
-TOKEN = "shape-token"
-
-
-def service(tmp_path, reshape_own_link, backend="tbf", profile=None):
-    job = JobState(spec=parse_spec({}), run_dir=tmp_path, job_id="t", network_backend=backend, link_rate_bps=None,
-                   expected={pb.WORKER: 1, pb.PS: 1}, state="running", profile=profile, heartbeat_s=0.05)
-    for name, role in (("worker0", pb.WORKER), ("ps0", pb.PS)):
-        job.nodes[name] = pb.NodeInfo(name=name, role=role)
-    return CoordinatorService(job, reshape_own_link=reshape_own_link)
-
-
-class Nodes:
-    """Heartbeating fake nodes: each runs ``outcome(node, cmd)`` (None = ok, else the error) on every command."""
-
-    def __init__(self, svc, outcome=lambda node, cmd: None, names=("worker0", "ps0")):
-        self.svc, self.outcome, self.got = svc, outcome, []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._beat, args=(n,), daemon=True) for n in names]
-        for t in self._threads:
-            t.start()
-
-    def _beat(self, node):
-        results = []
-        while not self._stop.wait(0.02):
-            reply = self.svc.Heartbeat(pb.HeartbeatRequest(node=node, results=results), None)
-            results = []
-            for cmd in reply.commands:
-                self.got.append((node, cmd))
-                err = self.outcome(node, cmd)
-                results.append(pb.CommandResult(id=cmd.id, ok=err is None, message=err or ""))
-
-    def stop(self):
-        self._stop.set()
-        for t in self._threads:
-            t.join()
-
-
-@pytest.fixture
-def nodes():
-    started = []
-
-    def start(svc, **kw):
-        started.append(Nodes(svc, **kw))
-        return started[-1]
-
-    yield start
-    for n in started:
-        n.stop()
+from synclab.roles.coordinator import own_link_reshaper
+from synclab.wire import pb
 
 
 def shape(svc, target="", profile=None):
@@ -140,37 +89,6 @@ def test_refusal_rule():
     override = profile_from_mapping({"rate": "1gbit", "roles": {"ps": {"delay": "5ms"}}})
     assert "delay of ps links" in reshape_refusal("tbf", gbit, override)
     assert reshape_refusal("auto", gbit, wan) is None  # unknown here: each node checks for itself
-
-
-@pytest.fixture
-def live_coordinator(tmp_path):
-    svc = service(tmp_path, None, backend="tbf", profile=load_profile("1gbit"))
-    server = make_server(TOKEN, max_workers=8)
-    rpc.add_CoordinatorServicer_to_server(svc, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield svc, f"127.0.0.1:{port}"
-    server.stop(0)
-
-
-def test_cli_exits_2_when_the_backend_cannot_make_the_change(live_coordinator):
-    svc, address = live_coordinator
-    result = CliRunner().invoke(app, ["shape", "--profile", "wan-20ms", "--coordinator", address, "--token", TOKEN])
-    assert result.exit_code == 2, result.output
-    assert "cannot change delay" in " ".join(result.output.split())
-    assert svc.job.commands == {}
-
-
-def test_cli_exits_1_when_a_node_fails_and_0_when_all_apply(live_coordinator, nodes):
-    svc, address = live_coordinator
-    fail = {"ps0": True}
-    nodes(svc, outcome=lambda node, cmd: "boom" if fail.get(node) else None)
-    args = ["shape", "--profile", "4gbit", "--coordinator", address, "--token", TOKEN]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 1 and "ps0: boom" in result.output
-    fail.clear()
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0 and "reshaped ps0, worker0" in result.output
 
 
 def test_a_node_on_the_app_backend_refuses_a_delay_it_cannot_apply():

@@ -6,58 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import sys
-import threading
-from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
-from support.scripts import load_script
+# entrypoint_fixture is the `entrypoint` fixture: imported, pytest finds it here
+from support.entrypoint import COMPOSE_SPEC, SHIM, entrypoint_fixture, restart_run_dir  # noqa: F401
 from synclab.config.settings import ContainerSettings
 
-ROOT = Path(__file__).resolve().parents[3]
-SHIM = ROOT / "services" / "entrypoint.py"
-COMPOSE_SPEC = ROOT / "services" / "specs" / "compose.yaml"
-
-
-class Entrypoint:
-    """The modules of :mod:`synclab.roles.container` (and the restart policy) read as one namespace:
-    ``entrypoint.supervise(...)``, ``entrypoint.STATE_DIR``; state paths are patched on ``entrypoint.host``."""
-
-    def __init__(self):
-        from synclab.roles import restart
-        from synclab.roles.container import bootstrap, health, host, jobs, launch, supervise
-
-        self.host = host
-        self._modules = (host, jobs, bootstrap, supervise, launch, health, restart)
-
-    def main(self, argv: list[str]) -> int:
-        from synclab.roles.container.main import main
-
-        return main(argv, str(SHIM))
-
-    def __getattr__(self, name):
-        for module in self._modules:
-            if hasattr(module, name):
-                return getattr(module, name)
-        raise AttributeError(name)
-
-
-@pytest.fixture
-def entrypoint(tmp_path, monkeypatch):
-    """The entrypoint's package, its state files under tmp_path."""
-    module = Entrypoint()
-    state = tmp_path / "state"
-    for name in ("SHAPING_FILE", "JOB_SPEC_FILE", "JOB_STARTED_FILE", "HEALTH_FILE"):
-        monkeypatch.setattr(module.host, name, state / getattr(module.host, name).name)
-    monkeypatch.setattr(module.host, "STATE_DIR", state)
-    for var in [v for v in os.environ if v.startswith("SYNCLAB_")]:
-        monkeypatch.delenv(var)
-    return module
 
 
 def test_the_script_is_a_thin_shim_over_the_package():
@@ -160,28 +118,6 @@ def test_healthcheck_uses_the_validated_port_and_grace(entrypoint, capsys):
     assert f"port {port} does not answer" in capsys.readouterr().err
 
 
-# -- one-shot jobs: exit codes, status.json, nodes that wait for the coordinator -------------------
-@pytest.fixture
-def own_signals():
-    """supervise() installs SIGTERM/SIGINT handlers in this process: put pytest's back afterwards."""
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for sig, handler in saved.items():
-        signal.signal(sig, handler)
-
-
-def python_job(entrypoint, code: str, run_dir: Path | None = None):
-    """A next_job() that runs ``code`` in a fresh interpreter; counts how often it was asked for."""
-    calls = []
-
-    def next_job():
-        calls.append(1)
-        return entrypoint.Job([sys.executable, "-c", code], run_dir)
-
-    next_job.calls = calls
-    return next_job
-
-
 def test_exit_code_of_a_signalled_child_is_128_plus_the_signal(entrypoint):
     assert [entrypoint.exit_code(rc) for rc in (0, 1, 2, -15, -9)] == [0, 1, 2, 143, 137]
 
@@ -199,61 +135,6 @@ def test_job_status_ok_failed_and_interrupted(entrypoint, tmp_path):
     for status in (entrypoint.job_status(1, tmp_path), entrypoint.job_status(-15, tmp_path, "SIGTERM")):
         assert status["status"] == "failed" and status["reason"] == "no heartbeat from worker1 for 5 s"
         assert status["nodes_done"] == ["ps0"]
-
-
-def test_one_shot_coordinator_exits_with_its_job_and_writes_status(entrypoint, tmp_path, own_signals):
-    entrypoint.STATE_DIR.mkdir(parents=True)
-    ok = python_job(entrypoint, f"open({str(tmp_path / 'summary.json')!r}, 'w').write('{{}}')", tmp_path)
-    assert entrypoint.supervise(ok, [], dict(os.environ), 1, "coordinator") == 0
-    assert json.loads((tmp_path / "status.json").read_text())["status"] == "ok"
-
-    failing = python_job(entrypoint, "raise SystemExit(3)", tmp_path)
-    assert entrypoint.supervise(failing, [], dict(os.environ), 1, "coordinator") == 3
-    assert len(failing.calls) == 1  # one-shot: a failed job is not rerun
-    status = json.loads((tmp_path / "status.json").read_text())
-    assert status["status"] == "failed" and status["exit_codes"] == {"coordinator": 3}
-
-
-def test_a_stop_interrupts_a_running_job(entrypoint, tmp_path, own_signals):
-    entrypoint.STATE_DIR.mkdir(parents=True)
-    # the job asks its supervisor to stop (as `docker compose stop` would), then runs on until told
-    job = python_job(entrypoint, "import os, signal, time; os.kill(os.getppid(), signal.SIGTERM); time.sleep(60)",
-                     tmp_path)
-    assert entrypoint.supervise(job, [], dict(os.environ), 1, "coordinator") == 143
-    status = json.loads((tmp_path / "status.json").read_text())
-    assert status["status"] == "interrupted" and "stopped by SIGTERM" in status["reason"]
-
-
-def test_a_stop_after_the_records_are_written_leaves_the_outcome_alone(entrypoint, tmp_path, own_signals):
-    """Under --exit-code-from, a node that leaves right after the coordinator's records are written
-    makes compose stop the coordinator while it closes down: its exit code still decides."""
-    entrypoint.STATE_DIR.mkdir(parents=True)
-    job = python_job(entrypoint, f"import os, signal, time; open({str(tmp_path / 'summary.json')!r}, 'w'); "
-                                 f"os.kill(os.getppid(), signal.SIGTERM); time.sleep(0.5)", tmp_path)
-    assert entrypoint.supervise(job, [], dict(os.environ), 1, "coordinator") == 0
-    assert json.loads((tmp_path / "status.json").read_text())["status"] == "ok"
-
-
-def test_nodes_linger_after_their_last_job_only(entrypoint, own_signals):
-    entrypoint.STATE_DIR.mkdir(parents=True)
-    lingered = []
-    job = python_job(entrypoint, "raise SystemExit(1)")
-    assert entrypoint.supervise(job, [], dict(os.environ), 1, "worker", linger=lingered.append) == 1
-    assert len(lingered) == 1 and len(job.calls) == 1
-
-
-def test_waiting_for_the_coordinator_ends_when_it_stops_serving(entrypoint):
-    server = socket.create_server(("127.0.0.1", 0))
-    address = f"127.0.0.1:{server.getsockname()[1]}"
-    assert entrypoint.coordinator_serving(address)
-    stopping = threading.Event()
-    waiter = threading.Thread(target=entrypoint.wait_for_job_end, args=(address, stopping, 0.02))
-    waiter.start()
-    server.close()
-    waiter.join(timeout=10)
-    assert not waiter.is_alive()
-    assert not entrypoint.coordinator_serving(address)
-    assert not entrypoint.coordinator_serving("no-such-host.invalid:50051", timeout_s=1)
 
 
 def test_tls_files_are_copied_private_for_the_unprivileged_stage(entrypoint, tmp_path, monkeypatch):
@@ -308,117 +189,6 @@ def test_a_node_rejoins_while_the_job_may_restart(entrypoint, spec, status, due)
     assert entrypoint.rejoin_due(spec, status) is due
 
 
-def restart_run_dir(tmp_path: Path, restart: str = "on-failure", latest: int | None = 10) -> Path:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir(parents=True)
-    spec = yaml.safe_load(COMPOSE_SPEC.read_text())
-    spec["run"].update(iterations=40, checkpoint_every=5, restart=restart, max_restarts=2, resume_from=0)
-    (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec))
-    (run_dir / "failure.json").write_text(json.dumps({"status": "failed", "reason": "no heartbeat from worker0"}))
-    if latest is not None:
-        (run_dir / "checkpoint").mkdir()
-        (run_dir / "checkpoint" / "LATEST").write_text(f"{latest}\n")
-    return run_dir
-
-
-def test_the_coordinator_restarts_in_the_same_run_directory_from_latest(entrypoint, tmp_path):
-    run_dir = restart_run_dir(tmp_path)
-    restart = entrypoint.coordinator_restart(ContainerSettings.from_env({"SYNCLAB_TOKEN": "t"}))
-    failed = entrypoint.Job(["synclab", "coordinator"], run_dir)
-    job, resumed_from = restart(failed, 0)
-    assert resumed_from == 10 and job.run_dir == run_dir
-    spec_path = Path(job.cmd[job.cmd.index("--spec") + 1])
-    assert spec_path == run_dir / "spec-restart.yaml"
-    assert yaml.safe_load(spec_path.read_text())["run"]["resume_from"] == 10
-    assert job.cmd[job.cmd.index("--run-dir") + 1] == str(run_dir)
-    assert not (run_dir / "failure.json").exists()  # the next attempt must not look ended
-    assert job.start_after_s == 0  # the coordinator failed the attempt: its nodes were told to stop
-    crashed, _ = restart(failed, 1)  # no failure.json: the coordinator died, its nodes find out by heartbeats
-    assert crashed.start_after_s == entrypoint.nodes_lost_coordinator_s({"heartbeat_s": 1.0}) == 7.0
-    assert restart(failed, 2) is None  # max_restarts: 2
-
-
-def test_no_restart_without_on_failure_and_from_the_start_without_a_checkpoint(entrypoint, tmp_path):
-    settings = ContainerSettings.from_env({"SYNCLAB_TOKEN": "t"})
-    assert entrypoint.coordinator_restart(settings)(
-        entrypoint.Job([], restart_run_dir(tmp_path, restart="no")), 0) is None
-    run_dir = restart_run_dir(tmp_path / "early", latest=None)
-    _, resumed_from = entrypoint.coordinator_restart(settings)(entrypoint.Job([], run_dir), 0)
-    assert resumed_from == 0
-
-
-def test_a_restarted_one_shot_job_ends_ok_and_status_lists_the_restart(entrypoint, tmp_path, own_signals):
-    """The first attempt fails; the second one sees status.json say `restarting` and succeeds."""
-    entrypoint.STATE_DIR.mkdir(parents=True)
-    seen = tmp_path / "seen.json"
-    first = python_job(entrypoint, "raise SystemExit(1)", tmp_path)
-    second = entrypoint.Job([sys.executable, "-c", f"import shutil; shutil.copy({str(tmp_path / 'status.json')!r}, "
-                                                   f"{str(seen)!r}); open({str(tmp_path / 'summary.json')!r}, 'w')"],
-                            tmp_path)
-    asked = []
-
-    def restart(job, restarts_so_far):
-        asked.append(restarts_so_far)
-        return (second, 5) if restarts_so_far == 0 else None
-
-    assert entrypoint.supervise(first, [], dict(os.environ), 1, "coordinator", restart=restart) == 0
-    assert asked == [0] and len(first.calls) == 1  # an attempt is not a new job
-    between = json.loads(seen.read_text())
-    assert between["status"] == "restarting" and between["restarts"][0]["resumed_from"] == 5
-    status = json.loads((tmp_path / "status.json").read_text())
-    assert status["status"] == "ok" and status["exit_codes"] == {"coordinator": 0}
-    assert [(r["exit_code"], r["resumed_from"]) for r in status["restarts"]] == [(1, 5)]
-
-
-def test_restarts_end_with_the_last_failure_when_none_is_left(entrypoint, tmp_path, own_signals):
-    entrypoint.STATE_DIR.mkdir(parents=True)
-    failing = python_job(entrypoint, "raise SystemExit(1)", tmp_path)
-
-    def restart(job, restarts_so_far):
-        return (job, 0) if restarts_so_far < 2 else None
-
-    assert entrypoint.supervise(failing, [], dict(os.environ), 1, "coordinator", restart=restart) == 1
-    status = json.loads((tmp_path / "status.json").read_text())
-    assert status["status"] == "failed" and len(status["restarts"]) == 2
-
-
-def test_a_node_whose_role_failed_joins_the_next_attempt(entrypoint, tmp_path, own_signals):
-    entrypoint.STATE_DIR.mkdir(parents=True)
-    marker = tmp_path / "ran-once"
-    # fails the first time (a killed role), succeeds the second (the resumed attempt)
-    job = python_job(entrypoint, f"import os, sys; p = {str(marker)!r}\n"
-                                 f"if not os.path.exists(p): open(p, 'w'); sys.exit(137)")
-    lingered, rejoins = [], []
-
-    def rejoin(stopping):
-        rejoins.append(1)
-        return True
-
-    assert entrypoint.supervise(job, [], dict(os.environ), 1, "worker", linger=lingered.append, rejoin=rejoin) == 0
-    assert len(job.calls) == 2 and len(rejoins) == 1 and len(lingered) == 1
-
-
-def test_node_rejoin_reads_runs_latest_and_asks_the_coordinator(entrypoint, tmp_path):
-    server = socket.create_server(("127.0.0.1", 0))
-    runs = tmp_path / "runs"
-    run_dir = runs / "20261125-000000-ps"
-    run_dir.mkdir(parents=True)
-    (runs / "latest").symlink_to(run_dir.name)
-    (run_dir / "spec.yaml").write_text(yaml.safe_dump({"run": {"restart": "on-failure"}}))
-    env = {"SYNCLAB_TOKEN": "t", "SYNCLAB_RUNS_DIR": str(runs), "SYNCLAB_CONNECT_TIMEOUT": "1",
-           "SYNCLAB_COORDINATOR": f"127.0.0.1:{server.getsockname()[1]}"}
-    rejoin = entrypoint.node_rejoin(ContainerSettings.from_env(env))
-    stopping = threading.Event()
-    assert rejoin(stopping)
-    (run_dir / "status.json").write_text(json.dumps({"status": "restarting"}))
-    assert rejoin(stopping)
-    (run_dir / "status.json").write_text(json.dumps({"status": "failed"}))
-    assert not rejoin(stopping)  # the coordinator gave up: the node's failure stands
-    (run_dir / "status.json").write_text(json.dumps({"status": "restarting"}))
-    server.close()
-    assert not rejoin(stopping)  # no coordinator within SYNCLAB_CONNECT_TIMEOUT
-
-
 def test_a_coordinator_started_again_takes_up_only_an_unfinished_restartable_job(entrypoint, tmp_path):
     runs = tmp_path / "runs"
     run_dir = restart_run_dir(runs)  # runs/run: spec with run.restart: on-failure, max_restarts 2
@@ -437,21 +207,6 @@ def test_a_coordinator_started_again_takes_up_only_an_unfinished_restartable_job
     (run_dir / "summary.json").write_text("{}")
     assert entrypoint.unfinished_run(runs, spec_text) is None
     assert entrypoint.unfinished_run(tmp_path / "empty", spec_text) is None
-
-
-def test_the_taken_up_job_resumes_in_its_run_directory_and_counts_the_restart(entrypoint, tmp_path, monkeypatch):
-    runs = tmp_path / "runs"
-    run_dir = restart_run_dir(runs)
-    (runs / "latest").symlink_to("run")
-    monkeypatch.setattr(entrypoint.host, "JOB_SPEC_FILE", tmp_path / "job-spec.yaml")
-    entrypoint.JOB_SPEC_FILE.write_text((run_dir / "spec.yaml").read_text())
-    settings = ContainerSettings.from_env({"SYNCLAB_TOKEN": "t", "SYNCLAB_RUNS_DIR": str(runs)})
-    next_job = entrypoint.coordinator_job(settings, {"profile": None, "backend": "none"})
-    job = next_job()
-    assert job.run_dir == run_dir and str(run_dir / "spec-restart.yaml") in job.cmd
-    assert [r["resumed_from"] for r in job.restarts] == [10]
-    assert json.loads((run_dir / "status.json").read_text())["status"] == "restarting"
-    assert next_job().run_dir != run_dir  # only the first job is taken up
 
 
 def test_coordinator_listens_on_the_cluster_interface_only(entrypoint, monkeypatch, tmp_path):

@@ -1,6 +1,5 @@
 """Mutual TLS with a cluster CA, over real gRPC on loopback: the cluster's nodes talk, nobody else does."""
 
-import stat
 
 import grpc
 import pytest
@@ -8,10 +7,10 @@ import torch
 
 from synclab.transport.inbox import Inbox
 from synclab.transport.node import NodeTransport
+from synclab.wire import pb
 from synclab.wire.channels import open_channel, open_stream
 from synclab.wire.frames import Message, MessageId, chunk_frames
-from synclab.wire import pb
-from synclab.wire.tls import ENV, TlsError, TlsFiles, make_cluster_ca
+from synclab.wire.tls import ENV, TlsFiles, make_cluster_ca
 
 TOKEN = "t0ken"
 
@@ -40,12 +39,6 @@ def _send(port, tls, tensor):
         channel.close()
 
 
-def test_files_are_written_with_a_private_key(tmp_path):
-    d = make_cluster_ca(tmp_path / "tls")
-    assert stat.S_IMODE((d / "node-key.pem").stat().st_mode) == 0o600
-    assert b"BEGIN CERTIFICATE" in (d / "ca.pem").read_bytes()
-
-
 def test_a_node_of_the_cluster_gets_through(tls_server, cluster_files):
     port, inbox = tls_server
     t = torch.arange(50_000, dtype=torch.float32)
@@ -67,11 +60,3 @@ def test_a_certificate_of_another_ca_is_refused(tls_server, tmp_path):
     with pytest.raises(grpc.RpcError) as e:
         _send(port, stranger, torch.ones(4))
     assert e.value.code() == grpc.StatusCode.UNAVAILABLE
-
-
-def test_missing_files_name_the_command(tmp_path, monkeypatch):
-    monkeypatch.setenv(ENV, str(tmp_path))
-    with pytest.raises(TlsError, match="synclab tls init"):
-        TlsFiles.from_env()
-    monkeypatch.setenv(ENV, "")
-    assert TlsFiles.from_env() is None

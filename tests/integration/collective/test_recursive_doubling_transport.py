@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from synclab.collective.recursive_doubling import recursive_doubling_allreduce_, recursive_doubling_peers
-from synclab.collective.schedules import recursive_doubling_schedule
 from synclab.transport.inbox import Inbox
 from synclab.transport.node import NodeTransport
 
@@ -77,18 +76,3 @@ def test_group_of_arbitrary_ranks_and_repeated_iterations():
     results = run_group(group, data, iterations=2)
     for r in group:
         assert torch.equal(results[r], torch.full((5,), 15.0 * 3))  # 15, then 15 summed over 3 ranks
-
-
-@pytest.mark.parametrize("n", range(1, 18))
-def test_peers_are_exactly_the_schedules_destinations(n):
-    sends = {pos: set() for pos in range(n)}
-    for step in recursive_doubling_schedule(n):
-        for t in step.transfers:
-            sends[t.src].add(t.dst)
-    assert {pos: recursive_doubling_peers(pos, n) for pos in range(n)} == sends
-
-
-def test_rank_outside_the_group_is_refused():
-    with pytest.raises(ValueError):
-        recursive_doubling_allreduce_(torch.zeros(3), group=[0, 1], rank=2, key="g", iteration=1, links={},
-                                      inbox=Inbox(), names={})

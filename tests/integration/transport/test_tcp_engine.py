@@ -7,11 +7,11 @@ import threading
 import pytest
 import torch
 
+from support.rings import ring_over_transports
 from synclab.transport.inbox import Inbox
-from synclab.transport.node import NodeTransport, PeerUnreachable, stream_address
+from synclab.transport.node import NodeTransport
 from synclab.wire import pb, tcp
 from synclab.wire.frames import Message, MessageId
-from support.rings import ring_over_transports
 
 TOKEN = "t0ken"
 
@@ -97,25 +97,6 @@ def test_refused_frame_reaches_the_openers_error_handler():
     assert "accepts at most 4 bytes" in str(errors[0][1])
     a.close()
     b.close()
-
-
-def test_unreachable_peer_fails_within_timeout():
-    a = NodeTransport("a", TOKEN, on_message=lambda m: None, connect_timeout_s=0.5, engine="tcp")
-    with pytest.raises(PeerUnreachable, match="unreachable over tcp"):
-        a.connect("ghost", "127.0.0.1:1", "peer")
-
-
-def test_unknown_engine_is_refused():
-    with pytest.raises(ValueError, match="unknown data-plane engine 'udp'"):
-        NodeTransport("a", TOKEN, on_message=lambda m: None, engine="udp")
-
-
-def test_stream_address_picks_the_engines_port():
-    n = pb.NodeInfo(name="w1", address="10.0.0.2:5000", capabilities=["x", "tcp-data-port=5123"])
-    assert stream_address(n, "grpc") == "10.0.0.2:5000"
-    assert stream_address(n, "tcp") == "10.0.0.2:5123"
-    with pytest.raises(PeerUnreachable, match="w1 advertises no tcp data-plane port"):
-        stream_address(pb.NodeInfo(name="w1", address="10.0.0.2:5000"), "tcp")
 
 
 def test_connect_waits_for_a_peer_that_listens_late():

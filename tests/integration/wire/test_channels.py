@@ -7,7 +7,7 @@ import pytest
 
 from synclab.transport.node import NodeTransport
 from synclab.wire import pb, rpc
-from synclab.wire.channels import TokenAuthInterceptor, open_channel
+from synclab.wire.channels import open_channel
 
 TOKEN = "s3cret-token-0123456789"
 
@@ -44,28 +44,3 @@ def test_token_is_compared_in_constant_time(port, monkeypatch):
     with pytest.raises(grpc.RpcError):
         _call(port, "s3cret-token-0123456780")
     assert (b"s3cret-token-0123456780", TOKEN.encode()) in calls
-
-
-def test_empty_token_is_rejected_at_construction():
-    with pytest.raises(ValueError, match="empty job token"):
-        TokenAuthInterceptor("")
-
-
-def test_http2_frames_hold_a_whole_chunk_within_the_rfc_bounds():
-    from synclab.wire.channels import channel_options, http2_frame_bytes, server_options
-    from synclab.wire.frames import HEADER_SLACK_BYTES
-
-    assert http2_frame_bytes(4 << 20) == (4 << 20) + HEADER_SLACK_BYTES
-    assert http2_frame_bytes(1 << 30) == (1 << 24) - 1  # RFC 9113 §6.5.2 ceiling
-    assert http2_frame_bytes(1 << 20) is None  # shaped links' 1 MiB frames keep gRPC's default (measured)
-    for opts in (channel_options(4 << 20), server_options(4 << 20)):
-        assert dict(opts)["grpc.http2.max_frame_size"] == (4 << 20) + HEADER_SLACK_BYTES
-    for opts in (channel_options(1 << 20), server_options(1 << 20)):
-        assert "grpc.http2.max_frame_size" not in dict(opts)
-
-
-def test_large_http2_frames_start_at_the_fast_links_chunk():
-    from synclab.wire.frames import FAST_CHUNK_BYTES
-    from synclab.wire.channels import LARGE_FRAMES_FROM_CHUNK_BYTES
-
-    assert LARGE_FRAMES_FROM_CHUNK_BYTES == FAST_CHUNK_BYTES
