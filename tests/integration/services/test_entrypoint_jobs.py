@@ -19,7 +19,6 @@ from support.entrypoint import entrypoint_fixture, restart_run_dir  # noqa: F401
 from synclab.config.settings import ContainerSettings
 
 
-
 @pytest.fixture
 def own_signals():
     """supervise() installs SIGTERM/SIGINT handlers in this process: put pytest's back afterwards."""

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 # entrypoint_fixture is the `entrypoint` fixture: imported, pytest finds it here
 from support.entrypoint import COMPOSE_SPEC, SHIM, entrypoint_fixture, restart_run_dir  # noqa: F401
+from support.scripts import load_script
 from synclab.config.settings import ContainerSettings
-
 
 
 def test_the_script_is_a_thin_shim_over_the_package():
