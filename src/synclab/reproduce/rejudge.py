@@ -4,7 +4,7 @@ the judge of this checkout, no point re-run.
 A judge change (issue 51's stricter rules) must not wait for a new run to show what it does, and a document
 built from verdicts must not hold verdicts an older judge gave. :func:`rejudge` rebuilds the point records the
 runner judged, judges every claim again, and rewrites ``verdict.json`` in place: its claims, calibration
-checks and verdict, and under ``rejudged`` what changed (each claim's verdict before and after, and why) with
+checks, verdict and the target's notes (which explain the claims), and under ``rejudged`` what changed (each claim's verdict before and after, and why) with
 the counts before, so the document's "what changed" table comes from the record, not from a hand-typed list.
 A re-judge that changes nothing keeps the ``rejudged`` entry of the one that did.
 """
@@ -111,7 +111,7 @@ def rejudged(target: Target, record: Path, judge: str | None = None) -> dict[str
         if prev is None or prev["verdict"] != c["verdict"] or moved_role:
             changes.append({"id": c["id"], "role": x.role, "before": None if prev is None else prev["verdict"],
                             "after": c["verdict"], "why": _reason(prev, c, x.role)})
-    new = {**old, "claims": claims, "calibration_checks": checks,
+    new = {**old, "claims": claims, "calibration_checks": checks, "notes": target.notes,
            "verdict": old["verdict"] if old.get("verdict") == "failed" else verdict_of(claims, checks)}
     if changes or new["verdict"] != old["verdict"]:
         new["rejudged"] = {
