@@ -141,15 +141,9 @@ def _rejudge(root: Path | None, targets: list) -> None:
 
 def _calibration_check(root: Path | None) -> None:
     """docs/results/calibration-check.md (``reproduce.heldout``); outside a checkout, the text on stdout."""
-    from synclab.reproduce.heldout import render
-    from synclab.resources import model_profiles_dir
+    from synclab.reproduce.heldout import page
 
-    profiles = model_profiles_dir()
-    gpu = profiles / "gpu-h100"
-    if not gpu.is_dir():
-        console.print(f"[bold red]error:[/] no GPU profiles in {gpu}")
-        raise typer.Exit(1)
-    text = render(profiles, gpu)
+    text = page(root or Path.cwd())
     if root is None:
         print(text)
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from synclab.docsgen import env_ref, metrics_ref, profiles_ref, readme, register, register_many, results, spec_ref
 from synclab.docsgen import wire_ref
+from synclab.reproduce import heldout
 from synclab.validate import doc as validation
 
 register("docs/reference/spec.md", spec_ref.render)
@@ -15,5 +16,6 @@ register("docs/reference/environment.md", env_ref.render)
 register("docs/reference/wire.md", wire_ref.render)
 register_many(results.verdict_pages)  # docs/reproduction/*/verdict.json, before the pages built from them
 register("docs/results/reproduction.md", results.reproduction_page)
+register("docs/results/calibration-check.md", heldout.page, command="synclab reproduce --calibration-check")
 register("docs/results/validation.md", validation.render, command="synclab validate doc")
 register("README.md", readme.render)  # its generated blocks only; last: they summarize the pages above

@@ -195,3 +195,17 @@ def render(profiles: Path, gpu_dir: Path, shown_gpu_dir: str = "profiles/gpu-h10
               "none; Stanza gives only VGG-16 on CIFAR-10 on the K80), so no cross-model prediction can be checked "
               "there.", ""]
     return "\n".join(lines)
+
+
+GPU_DIR = "gpu-h100"
+
+
+def page(root: Path) -> str:
+    """``docs/results/calibration-check.md`` from the profiles checked in under ``root`` (the packaged ones when
+    ``root`` has none): the page ``synclab reproduce --calibration-check`` writes."""
+    profiles = root / "profiles"
+    if not (profiles / GPU_DIR).is_dir():
+        from synclab.resources import model_profiles_dir
+
+        profiles = model_profiles_dir()
+    return render(profiles, profiles / GPU_DIR, f"profiles/{GPU_DIR}")
