@@ -107,6 +107,9 @@ class Strategy(ABC):
     # synclab.reproduce's model columns: "eq3" (CONV/FC split, Stanza eq. 2-5) or "eq6" (the PS baseline,
     # eq. 6-7); None: no closed form.
     closed_form: ClassVar[str | None] = None
+    # Spec overrides that fit the strategy into a short run of a few iterations (the validation grid's
+    # 8 iterations, 2 of them warm-up), e.g. a shorter profiling phase.
+    short_run: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, ctx: WorkerContext):
         self.ctx = ctx

@@ -124,6 +124,7 @@ class MgWfbp(Strategy):
     plan_algorithm: ClassVar[str] = "paper"
     # Algorithm 2: WFBP while profiling, then Algorithm 1's groups, on a T(M) = a + b·M fitted at setup (eq. 10)
     sim_model = RingAllReduce(groups="merged", planner=algorithm1, fit_cost_model=True)
+    short_run = ("strategy.profile_iterations=3",)
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards, workers, seed, options):

@@ -81,6 +81,7 @@ class SsdSgd(PsStrategy):
     server_mode = "pull"
     Plan = SsdPlan
     sim_model = ParameterServer(client="scheduled-pull", schedule=lambda o: SsdSchedule(o.warmup, o.k))
+    short_run = ("strategy.warmup=3", "strategy.k=2")
     lockstep = False  # local iterations run up to k ahead of the others (the summary counts each worker's pace)
     final_pull_timeout_s: float = 60.0
 

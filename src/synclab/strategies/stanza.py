@@ -192,6 +192,7 @@ class Stanza(Strategy):
     rank0_holds_model = False  # FC parameters reach rank 0 only in on_train_end
     sim_model = SplitRoles(groups=conv_groups)
     closed_form = "eq3"  # eq. 2-5
+    short_run = ("strategy.fc_workers=1",)
 
     @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards: int, workers: int, seed: int,

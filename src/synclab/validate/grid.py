@@ -23,8 +23,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXTRA = {"stanza": ["strategy.fc_workers=1"], "ssdsgd": ["strategy.warmup=3", "strategy.k=2"],
-         "mgwfbp": ["strategy.profile_iterations=3"], "mgwfbp-opt": ["strategy.profile_iterations=3"]}
+
+
+def short_run(strategy: str) -> list[str]:
+    """The overrides that fit ``strategy`` into a grid point's few iterations (``Strategy.short_run``)."""
+    from synclab.strategies import registry
+
+    return list(registry.get(strategy).short_run)
 
 
 def _summary(out: Path, cmd: list[str], *, redo: bool = False) -> dict:
@@ -169,7 +174,7 @@ def grid_points(strategies: list[str], rates: list[str], workers: list[int], mod
     for strategy, rate, n, model in itertools.product(strategies, rates, workers, models):
         overrides = [f"strategy.name={strategy}", f"network.rate={rate}", f"cluster.workers={n}",
                      f"model.name={model}", "compute.mode=replay", f"compute.scale={scale}",
-                     f"run.iterations={iterations}", "run.warmup=2", *EXTRA.get(strategy, []), *sets]
+                     f"run.iterations={iterations}", "run.warmup=2", *short_run(strategy), *sets]
         out.append(({"strategy": strategy, "rate": rate, "workers": n, "model": model}, overrides))
     return out
 
