@@ -36,3 +36,13 @@ def reproduction_page(root: Path) -> str:
     when no local run is newer than a record)."""
     found, missing = documented(root, load_targets())
     return render_text(found, root / DOC, missing=missing)
+
+
+def calibration_check_page(root: Path) -> str:
+    """``docs/results/calibration-check.md``: the held-out check of the compute calibration against the lent
+    GPU's profiles (:mod:`synclab.reproduce.heldout`), what ``synclab reproduce --calibration-check`` writes."""
+    from synclab.reproduce.heldout import render
+    from synclab.resources import model_profiles_dir
+
+    profiles = model_profiles_dir()
+    return render(profiles, profiles / "gpu-h100")
