@@ -12,6 +12,7 @@ import os
 
 import typer
 
+from synclab.cli import calibrate as _calibrate
 from synclab.cli import cleanup as _cleanup
 from synclab.cli import compose_env as _compose_env
 from synclab.cli import coordinator as _coordinator
@@ -63,6 +64,7 @@ app.command("simulate")(_simulate.simulate)
 app.command("reproduce")(_reproduce.reproduce)
 app.command("examples")(_examples.examples)
 app.add_typer(_validate.app, name="validate")
+app.add_typer(_calibrate.app, name="calibrate")
 
 tls_app = typer.Typer(no_args_is_help=True, help="Mutual TLS for a cluster's gRPC connections (multi-host runs).")
 app.add_typer(tls_app, name="tls")

@@ -47,7 +47,7 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
                                                         "N:SEGMENT_BYTES:SHARE, or allreduce.csv files "
                                                         "of benchmarks/allreduce_vs_gloo.py (default: 1)."),
              shard_cpu: Optional[str] = typer.Option(None, "--shard-cpu", help="PUSH,UPDATE,REPLY: the PS shards' "
-                                                     "host CPU in ns per value (experiments/shard_cpu.py measures "
+                                                     "host CPU in ns per value (synclab calibrate shard-cpu measures "
                                                      "it); default off, the papers' PS machines.")):
     """Simulate SPEC on a simulated clock (SimPy): same profiles, plans and links; writes run records."""
     from synclab.config import SpecError

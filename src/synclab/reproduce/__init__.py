@@ -1,2 +1,2 @@
-"""Reproducing the papers' figures: targets as data (experiments/reproduce/*.yaml), one sweep runner,
+"""Reproducing the papers' figures: targets as data (synclab/reproduce/targets/*.yaml), one sweep runner,
 verdicts per claim, and docs/results/reproduction.md generated from them (DESIGN.md, "the next layers")."""

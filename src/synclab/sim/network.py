@@ -48,7 +48,7 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   processes' CPU time: the fit's a grows with the process count on the same
   cores): with the host modelled it is a job of the same server, so concurrent
   start-ups share the cores. Measured per dilation (session 12,
-  ``experiments/startup_dilation.py``): the ring's per-message start-up is
+  ``synclab calibrate startup``): the ring's per-message start-up is
   the same host time at D = 1 to 8, i.e. 1/D of it on the emulated clock.
 * With the host modelled, a shaped NIC also holds the emulator's shaper
   bucket (:class:`TokenBucket`): tbf passes a burst at host speed after an
@@ -56,7 +56,7 @@ Model (the same picture as the emulator's transport over tc-shaped links):
   lowers the emulator's fitted a below its start-up (README "## Simulation").
 * With the host modelled, the all-reduce strategies' per-tensor runtime work beside the ring (hand-over to
   the communication thread, events, the replayed update's call, the gate: ``HostCpu.tensor_s``, measured by
-  ``experiments/per_tensor_cost.py``) is a job of the same cores after each tensor's all-reduce
+  ``synclab calibrate tensor-cost``) is a job of the same cores after each tensor's all-reduce
   (:meth:`Network.tensor_job`; session 13).
 
 Loss is not modelled. Hot paths use SimPy timeouts with plain callbacks (no

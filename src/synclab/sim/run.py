@@ -55,7 +55,7 @@ DEFAULT_SERIAL_S_PER_BYTE = 0.23e-9
 # the gate (mark_fresh and its event). Two paths (``SimModel.host_path``): "per-tensor" (WFBP) does all of it
 # per tensor around one all-reduce per tensor; "grouped" (SyncEASGD, and MG-WFBP's merged groups and the local
 # reference, whose per-tensor work after a group's all-reduce is the same sgd_ + mark_fresh loop) copies each
-# gradient into the group's buffer and updates tensor by tensor after the group's ring. Source: `experiments/per_tensor_cost.py` (the real
+# gradient into the group's buffer and updates tensor by tensor after the group's ring. Source: `synclab calibrate tensor-cost` (the real
 # Wfbp / SyncEasgd and ReplayEngine in one process, world = 1 so the ring returns at once; ResNet-50 replay
 # x0.01, 161 tensors; the host seconds beyond the replayed update share, per tensor, mean of D = 1, 2, 4, 8)
 # on this 2-core VM, 2026-11-26 09:22 UTC, 30 iterations, under the host's emulation lock (no emulation beside
@@ -200,7 +200,7 @@ def calibrate_ring_goodput(world: int, numel: int, link, measured_s: float, *, h
 
 def parse_ring_goodput(text: str) -> GoodputTable:
     """The emulator's ring goodput, measured alone, from ``N:SHARE`` (any segment size), ``N:SEGMENT:SHARE``
-    (segment in bytes, e.g. ``16:150562:0.61``), ``ring-goodput.csv`` files of ``experiments/ring_goodput.py``
+    (segment in bytes, e.g. ``16:150562:0.61``), ``ring-goodput.csv`` files of ``synclab calibrate ring-goodput``
     (ranks, segment_bytes, share: the share calibrated against the simulated ring alone) or ``allreduce.csv``
     files of
     ``benchmarks/allreduce_vs_gloo.py`` (each row: ranks, MB all-reduced, the ring bound at the wire rate and
@@ -218,7 +218,7 @@ def parse_ring_goodput(text: str) -> GoodputTable:
                 rows = list(csv.DictReader(Path(item).open()))
             except OSError as e:
                 raise ValueError(f"--ring-goodput: cannot read {item}: {e}") from None
-            if rows and "share" in rows[0] and "segment_bytes" in rows[0]:  # experiments/ring_goodput.py's
+            if rows and "share" in rows[0] and "segment_bytes" in rows[0]:  # synclab calibrate ring-goodput's
                 for r in rows:
                     try:
                         found.setdefault(int(r["ranks"]), {}).setdefault(int(r["segment_bytes"]), []).append(
@@ -231,7 +231,7 @@ def parse_ring_goodput(text: str) -> GoodputTable:
                     n, bound, took = int(r["ranks"]), float(r["ring_bound_s"]), float(r["synclab_s"])
                     segment = round(float(r["mbytes"]) * 1e6 / n)
                 except (KeyError, ValueError, ZeroDivisionError):
-                    raise ValueError(f"--ring-goodput: {item} is not an allreduce.csv of experiments/"
+                    raise ValueError(f"--ring-goodput: {item} is not an allreduce.csv of benchmarks/"
                                      f"allreduce_vs_gloo.py (ranks, mbytes, ring_bound_s, synclab_s)") from None
                 found.setdefault(n, {}).setdefault(segment, []).append(min(1.0, bound / took / PAYLOAD_SHARE))
             continue

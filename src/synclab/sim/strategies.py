@@ -321,7 +321,7 @@ class ShardCpu:
     ``update_s`` the momentum-SGD step (``sgd_momentum_``), ``reply_s`` copying the values that answer
     pulls (``clone``). Off by default: the simulator models the PS as the papers' machines, whose update
     time is the profile's ``update_seconds``; on, it models the emulator's host (``synclab simulate
-    --shard-cpu PUSH,UPDATE,REPLY`` in ns per value, measured with ``experiments/shard_cpu.py``).
+    --shard-cpu PUSH,UPDATE,REPLY`` in ns per value, measured with ``synclab calibrate shard-cpu``).
 
     The emulator's shard sums a push chunk by chunk on the thread that receives it, while the next chunk is
     on the wire (:meth:`synclab.ps.shard.Shard.claim_sink`), so only the last chunk's sum delays the push,

@@ -99,7 +99,7 @@ def test_the_ring_alone_is_calibrated_against_its_own_simulation(tmp_path):
     from synclab.netem.profile import load_profile
     from synclab.sim.run import calibrate_ring_goodput, simulate_ring
 
-    link = load_profile(REPO / "experiments" / "links" / "e62500kbit.yaml")
+    link = load_profile(REPO / "benchmarks" / "links" / "e62500kbit.yaml")
     base = simulate_ring(16, 602249, link)
     wire = 2 * 15 / 16 * 602249 * 4 * 8 / 62.5e6 / PAYLOAD_SHARE  # the ring's bytes on one link, at the payload rate
     # the shaper's bucket (96 KiB at the host rate) passes a step's first bytes free: a little under the wire time
@@ -118,3 +118,15 @@ def test_a_calibrated_table_is_read_as_it_was_written(tmp_path):
     path.write_text("ranks,segment_bytes,share\n16,x,0.5\n")
     with pytest.raises(ValueError, match="bad row"):
         parse_ring_goodput(str(path))
+
+
+def test_the_calibration_writes_the_table_the_simulator_reads(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # a record's old experiments/links/ path is found under benchmarks/links/
+    measured = tmp_path / "allreduce.csv"
+    measured.write_text("link,backend,ranks,mbytes,ring_bound_s,gloo_s,synclab_s\n"
+                        "experiments/links/e125mbit.yaml,tbf,8,2.408996,0.2698,0.2875,0.3309\n")
+    out = tmp_path / "ring-goodput.csv"
+    r = CliRunner().invoke(app, ["calibrate", "ring-goodput", str(measured), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    table = parse_ring_goodput(str(out))
+    assert list(table) == [8] and table[8][0][0] == 301124 and 0.8 < table[8][0][1] < 0.95

@@ -1,14 +1,16 @@
-"""experiments/startup_dilation.py and sim_vs_emu.py's start-up columns: parsing and the emulated-clock arithmetic."""
+"""``synclab calibrate startup`` and the validation grid's start-up columns: parsing and the emulated-clock
+arithmetic."""
 
 from __future__ import annotations
 
 import pytest
 
-from support.scripts import load_experiment as _load
+from synclab.calibrate import startup
+from synclab.validate import grid
 
 
 def test_points_parse_and_bad_ones_are_refused():
-    m = _load("startup_dilation")
+    m = startup
     assert m.parse_points("2:1, 4:8") == [(2, 1.0), (4, 8.0)]
     for bad in ("2", "1:4", "2:0.5", "x:2"):
         with pytest.raises(ValueError):
@@ -16,7 +18,7 @@ def test_points_parse_and_bad_ones_are_refused():
 
 
 def test_summary_is_on_the_emulated_clock_per_ring_message():
-    m = _load("startup_dilation")
+    m = startup
     plan = {"cost_fit": {"a": 0.008, "b": 40e-9, "r2": 0.99, "sizes": [1024, 7132, 49668, 345900],
                          "median_seconds": [0.010, 0.008, 0.012, 0.030]}}
     row = m.summarize(plan, workers=4, dilation=4)  # 6 messages per ring all-reduce; host seconds / 4
@@ -27,6 +29,6 @@ def test_summary_is_on_the_emulated_clock_per_ring_message():
 
 
 def test_sim_vs_emu_small_sizes_median():
-    m = _load("sim_vs_emu")
+    m = grid
     assert m.small_sizes_s({"sizes": [1024, 7132, 49668, 345900], "median_seconds": [3, 1, 2, 9]}) == 2
     assert m.small_sizes_s({"sizes": [345900], "median_seconds": [9]}) is None

@@ -14,7 +14,7 @@ from synclab.config import load_spec
 from synclab.sim.network import HostCpu, Network
 from synclab.sim.run import DEFAULT_TENSOR_S, simulate, tensor_s_for
 from synclab.strategies import registry
-from support.scripts import load_experiment
+from synclab.calibrate import tensor_cost
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
@@ -75,7 +75,7 @@ def spec_tensors(spec):
 
 def test_the_default_is_the_measured_value_of_the_path_and_charged_by_default():
     for v in DEFAULT_TENSOR_S.values():
-        assert 50e-6 <= v <= 500e-6  # experiments/per_tensor_cost.py on the 2-core VM
+        assert 50e-6 <= v <= 500e-6  # synclab calibrate tensor-cost on the 2-core VM
     model = {name: registry.get(name).sim_model for name in ("wfbp", "mgwfbp", "synceasgd", "ps", "p3")}
     assert tensor_s_for(model["wfbp"]) == DEFAULT_TENSOR_S["per-tensor"]
     assert tensor_s_for(model["mgwfbp"]) == tensor_s_for(model["synceasgd"]) == DEFAULT_TENSOR_S["grouped"]
@@ -97,7 +97,7 @@ def test_cli_tensor_cost_needs_host_cores_and_a_number(tmp_path):
 
 
 def test_the_measurement_script_times_the_real_path():
-    m = load_experiment("per_tensor_cost")
+    m = tensor_cost
     for strategy in ("wfbp", "synceasgd"):
         r = m.measure("smallcnn", 32, 0.01, 2.0, 3, strategy)
         assert r["tensors"] > 0 and r["strategy"] == strategy and r["dilation"] == 2.0

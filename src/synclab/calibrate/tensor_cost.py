@@ -1,33 +1,29 @@
-"""The worker runtime's own host time per tensor, outside the all-reduce (issue 14: the rings' missing cost).
+"""The worker runtime's own host time per tensor, outside the all-reduce (``synclab calibrate tensor-cost``;
+issue 14: the rings' missing cost).
 
 An all-reduce strategy's communication thread does, for every tensor and besides the ring itself: take the
 gradient from the compute thread's queue (``CommThread``), flatten it, record ``send_start``/``send_end``,
 apply the worker-side optimizer step (``WorkerContext.sgd_`` -> ``ReplayEngine.update``: in replay a
 ``time.sleep`` of the tensor's profiled share, which Linux ends tens of microseconds late) and open the
 tensor's gate (``mark_fresh``, with its ``params_fresh`` event). The simulator charged only the profiled
-update share. This script measures the rest in isolation, on this host: the real :class:`~synclab.strategies.
+update share. This measures the rest in isolation, on this host: the real :class:`~synclab.strategies.
 wfbp.Wfbp` strategy in one process with ``world = 1`` (its ring returns at once: no message, no peer), the
 real :class:`~synclab.compute.replay.ReplayEngine` of the spec (replayed forward/backward set to zero, so the
 gradients are handed over back to back and the communication thread is never idle), the real event log and
 spans. Per tensor it reports the wall time the communication thread took beyond the replayed update share
 (host seconds), and the process's CPU seconds per tensor.
 
-    python experiments/per_tensor_cost.py [--strategies wfbp,synceasgd] [--model resnet50] [--batch 32] [--scale 0.01] [--dilations 1,2,4,8]
-        [--iterations 30] [--json out.json]
-
 The mean over iterations after the first (warm-up) is what :data:`synclab.sim.run.DEFAULT_TENSOR_S` holds.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 class _Stopwatch:
@@ -51,6 +47,8 @@ class _Stopwatch:
 
 
 def measure(model: str, batch: int, scale: float, dilation: float, iterations: int, strategy: str = "wfbp") -> dict:
+    """The communication thread's host time per tensor beyond the replayed update share (mean over the
+    iterations after the first), and the process's CPU per tensor."""
     import torch
 
     from synclab.compute.events import EventLog
@@ -59,11 +57,12 @@ def measure(model: str, batch: int, scale: float, dilation: float, iterations: i
     from synclab.config import load_spec, parse_override
     from synclab.roles.worker import replay_engine
     from synclab.strategies.base import WorkerContext
+    from synclab.resources import packaged
     from synclab.strategies import registry
 
     sets = [f"model.name={model}", f"model.batch_size={batch}", "compute.mode=replay", f"compute.scale={scale}",
             f"run.dilation={dilation}", f"strategy.name={strategy}", "cluster.workers=1"]
-    spec, _ = resolve_compute(load_spec(REPO / "examples" / "quickstart.yaml", [parse_override(s) for s in sets]))
+    spec, _ = resolve_compute(load_spec(packaged("examples/quickstart.yaml"), [parse_override(s) for s in sets]))
     engine = replay_engine(spec, torch.device("cpu"))
     engine._bwd = [0.0] * len(engine._bwd)  # gradients back to back: the comm thread never waits for one
     engine._layer_fwd = [0.0] * len(engine._layer_fwd)
@@ -98,32 +97,3 @@ def measure(model: str, batch: int, scale: float, dilation: float, iterations: i
             "cpu_s_per_tensor_mean": statistics.mean(cpus[keep])}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="resnet50")
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--scale", type=float, default=0.01)
-    ap.add_argument("--dilations", default="1,2,4,8")
-    ap.add_argument("--strategies", default="wfbp,synceasgd", help="all-reduce strategies whose path is timed "
-                    "(world = 1: the ring returns at once)")
-    ap.add_argument("--iterations", type=int, default=30)
-    ap.add_argument("--json", type=Path)
-    a = ap.parse_args()
-    if a.iterations < 2:
-        ap.error("--iterations must be >= 2 (the first is a warm-up)")
-    load0 = os.getloadavg()
-    rows = [measure(a.model, a.batch, a.scale, float(d), a.iterations, s) for s in a.strategies.split(",")
-            for d in a.dilations.split(",")]
-    load1 = os.getloadavg()
-    print(f"load average before {load0[0]:.2f} / after {load1[0]:.2f} (1 min); {os.cpu_count()} CPUs")
-    print("strategy   D     tensors  wall/tensor mean  median   min      max      CPU/tensor (host us)")
-    for r in rows:
-        print(f"{r['strategy']:10s} {r['dilation']:<5g} {r['tensors']:7d}  {r['wall_s_per_tensor_mean'] * 1e6:8.1f}  "
-              f"{r['wall_s_per_tensor_median'] * 1e6:8.1f} {r['wall_s_per_tensor_min'] * 1e6:8.1f} "
-              f"{r['wall_s_per_tensor_max'] * 1e6:8.1f}  {r['cpu_s_per_tensor_mean'] * 1e6:8.1f}")
-    if a.json:
-        a.json.write_text(json.dumps({"load_before": load0, "load_after": load1, "rows": rows}, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,24 +1,18 @@
-"""The emulator's all-reduce cost T(M) = a + b·M against time dilation D (issue 14: what a start-up is made of).
+"""The emulator's all-reduce cost T(M) = a + b*M against time dilation D (``synclab calibrate startup``;
+issue 14: what a start-up is made of, the ``synclab simulate --startup`` input).
 
 For every (workers, D) point this runs ``synclab run`` with strategy ``mgwfbp`` (ResNet-50 replayed, 1 Gbit/s
-egress tbf in namespaces by default) just long enough for its setup fit (MG-WFBP eq. 10, ``fit_cost_model``:
-6 sizes × 5 timed rounds of ring all-reduces, rank 0's host clock) and one profiled iteration, each run under
-``flock LOCK`` (one emulation on the host at a time), with ``uptime`` just before and after it inside the lock.
-It reads ``plan.json``'s ``cost_fit`` and writes, per run, on the emulated clock (host seconds ÷ D):
-the fit's a and b, a per message (a ÷ 2(N−1), the ring's messages), the per-size medians, and the host-clock
-median of the smallest sizes (the start-up with no bandwidth term: their bytes fit the tbf bucket).
-
-    python experiments/startup_dilation.py --points 2:1,2:2,2:4,2:8,4:2,4:4,4:8 --repeats 2 \
-        --lock /tmp/synclab-emu.lock --out runs/startup-dilation
-
-Finished runs in ``--out`` are reused (a rerun resumes). ``--simulate`` also simulates every run's own
-spec (``synclab simulate --host-cpu 2`` plus any ``--sim-arg``; no lock needed) and adds the simulator's
-fit beside the emulator's (``sim_*`` columns). Writes ``startup-dilation.csv`` and ``.json``.
+egress links) just long enough for its setup fit (MG-WFBP eq. 10, ``fit_cost_model``: 6 sizes x 5 timed rounds
+of ring all-reduces, rank 0's host clock) and one profiled iteration, each run under ``flock LOCK`` when given,
+with ``uptime`` just before and after it inside the lock. From ``plan.json``'s ``cost_fit`` it keeps, per run,
+on the emulated clock (host seconds / D): the fit's a and b, a per message (a / 2(N-1), the ring's messages),
+the per-size medians, and the median of the smallest sizes (the start-up with no bandwidth term: their bytes fit
+the tbf bucket). With ``simulate`` it also simulates every run's own spec (``synclab simulate --host-cpu 2``)
+and puts the simulator's fit beside the emulator's (``sim_*`` columns).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import statistics
@@ -26,7 +20,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
 SMALL_BYTES = 50_000  # fit sizes up to this many bytes: start-up only (0.4 ms of 1 Gbit/s, inside the tbf bucket)
 
 
@@ -58,6 +51,7 @@ def summarize(plan: dict, workers: int, dilation: float) -> dict:
 
 
 def run_point(spec: Path, out: Path, workers: int, dilation: float, rate: str, lock: str | None) -> dict:
+    """One emulated run of ``mgwfbp`` just long enough for its setup fit; its ``plan.json``."""
     sets = ["strategy.name=mgwfbp", f"cluster.workers={workers}", f"network.rate={rate}", "model.name=resnet50",
             "compute.mode=replay", "compute.scale=0.01", "run.iterations=2", "run.warmup=1",
             "strategy.profile_iterations=1", f"run.dilation={dilation:g}"]
@@ -69,7 +63,7 @@ def run_point(spec: Path, out: Path, workers: int, dilation: float, rate: str, l
              f"uptime > {out}/uptime-after.txt; date +%s.%N > {out}/t-after.txt; exit $rc")
     full = ["flock", lock, "sh", "-c", inner] if lock else ["sh", "-c", inner]
     out.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(full, capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(full, capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"run failed: {(r.stdout + r.stderr).strip().splitlines()[-1:]}")
     return json.loads((out / "emu" / "plan.json").read_text())
@@ -80,7 +74,7 @@ def simulate_point(out: Path, sim_args: list[str], tag: str) -> dict:
     sim_out = out / f"sim{tag}"
     cmd = [sys.executable, "-m", "synclab", "simulate", str(out / "emu" / "spec.yaml"), "--out", str(sim_out),
            "--host-cpu", "2", *sim_args]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"simulate failed: {(r.stdout + r.stderr).strip().splitlines()[-1:]}")
     return json.loads((sim_out / "plan.json").read_text())
@@ -95,6 +89,7 @@ def held_s(out: Path) -> float | None:
 
 
 def load(out: Path) -> str:
+    """The 1-minute load average before / after the run (from its ``uptime`` stamps)."""
     try:
         return " / ".join(p.read_text().split("load average:")[1].strip()
                           for p in (out / "uptime-before.txt", out / "uptime-after.txt"))
@@ -102,56 +97,45 @@ def load(out: Path) -> str:
         return ""
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--spec", type=Path, default=REPO / "examples" / "quickstart.yaml")
-    ap.add_argument("--points", default="2:1,2:2,2:4,2:8,4:2,4:4,4:8", help="WORKERS:D pairs, comma-separated")
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--rate", default="1gbit")
-    ap.add_argument("--lock", help="flock this file around each run (a host shared by several jobs)")
-    ap.add_argument("--out", type=Path, default=Path("runs/startup-dilation"))
-    ap.add_argument("--simulate", action="store_true", help="also simulate each run's spec (--host-cpu 2)")
-    ap.add_argument("--sim-arg", dest="sim_args", action="append", default=[],
-                    help="an argument for `synclab simulate` (e.g. --sim-arg=--no-tbf-bucket)")
-    ap.add_argument("--sim-tag", default="", help="suffix of the simulated runs' directory (sim<TAG>)")
-    a = ap.parse_args()
-    points = parse_points(a.points)
+COLUMNS = ["workers", "dilation", "repeat", "a_s", "a_per_message_s", "b_s_per_byte", "r2", "small_host_s",
+           "small_per_message_s", "load", "held_s", "sim_a_s", "sim_a_per_message_s", "sim_b_s_per_byte",
+           "sim_small_per_message_s", "error"]
+
+
+def sweep(spec: Path, points: list[tuple[int, float]], out: Path, *, repeats: int = 1, rate: str = "1gbit",
+          lock: str | None = None, simulate: bool = False, sim_args: list[str] = (), sim_tag: str = "",
+          log=print) -> list[dict]:
+    """Every (workers, D) point ``repeats`` times (finished runs in ``out`` are reused); one row each, an
+    ``error`` column for a run that failed."""
     rows = []
-    for rep in range(a.repeats):
+    for rep in range(repeats):
         for workers, dilation in points:
-            out = a.out / f"{workers}w-d{dilation:g}-r{rep}"
-            path = out / "emu" / "plan.json"
+            run = out / f"{workers}w-d{dilation:g}-r{rep}"
+            path = run / "emu" / "plan.json"
             try:
                 plan = json.loads(path.read_text()) if path.exists() else run_point(
-                    a.spec, out, workers, dilation, a.rate, a.lock)
+                    spec, run, workers, dilation, rate, lock)
                 if "cost_fit" not in plan:
                     raise RuntimeError("plan.json has no cost_fit (the run did not reach its plan)")
             except RuntimeError as e:
                 rows.append({"workers": workers, "dilation": dilation, "repeat": rep, "error": str(e)})
-                print(f"{workers} workers, D = {dilation:g}, repeat {rep}: {e}", flush=True)
+                log(f"{workers} workers, D = {dilation:g}, repeat {rep}: {e}")
                 continue
             row = {"workers": workers, "dilation": dilation, "repeat": rep, **summarize(plan, workers, dilation),
-                   "load": load(out), "held_s": held_s(out)}
-            if a.simulate:
-                sim = summarize(simulate_point(out, a.sim_args, a.sim_tag), workers, 1.0)
+                   "load": load(run), "held_s": held_s(run)}
+            if simulate:
+                sim = summarize(simulate_point(run, list(sim_args), sim_tag), workers, 1.0)
                 row.update({f"sim_{k}": v for k, v in sim.items()})
             rows.append(row)
-            print(f"{workers} workers, D = {dilation:g}, repeat {rep}: a {row['a_s'] * 1e3:.3f} ms "
-                  f"({row['a_per_message_s'] * 1e3:.3f} ms/message), b {row['b_s_per_byte'] * 1e9:.2f} ns/B, "
-                  f"small sizes {row['small_per_message_s'] * 1e3:.3f} ms/message; load {row['load']}"
-                  + (f"; simulated a {row['sim_a_s'] * 1e3:.3f} ms, b {row['sim_b_s_per_byte'] * 1e9:.2f} ns/B, "
-                     f"small {row['sim_small_per_message_s'] * 1e3:.3f} ms/message" if a.simulate else ""), flush=True)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "startup-dilation.json").write_text(json.dumps(rows, indent=1))
-    cols = ["workers", "dilation", "repeat", "a_s", "a_per_message_s", "b_s_per_byte", "r2", "small_host_s",
-            "small_per_message_s", "load", "held_s", "sim_a_s", "sim_a_per_message_s", "sim_b_s_per_byte",
-            "sim_small_per_message_s", "error"]
-    with (a.out / "startup-dilation.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+            log(f"{workers} workers, D = {dilation:g}, repeat {rep}: a {row['a_s'] * 1e3:.3f} ms "
+                f"({row['a_per_message_s'] * 1e3:.3f} ms/message), b {row['b_s_per_byte'] * 1e9:.2f} ns/B, "
+                f"small sizes {row['small_per_message_s'] * 1e3:.3f} ms/message; load {row['load']}"
+                + (f"; simulated a {row['sim_a_s'] * 1e3:.3f} ms, b {row['sim_b_s_per_byte'] * 1e9:.2f} ns/B, "
+                   f"small {row['sim_small_per_message_s'] * 1e3:.3f} ms/message" if simulate else ""))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "startup-dilation.json").write_text(json.dumps(rows, indent=1))
+    with (out / "startup-dilation.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    print(f"wrote {a.out}/startup-dilation.csv, .json")
-
-
-if __name__ == "__main__":
-    main()
+    return rows
