@@ -21,7 +21,7 @@ SOURCE_LABEL = "io.synclab.source"
 # What services/Dockerfile copies (services/Dockerfile.dockerignore), wheels aside: a torch wheel
 # changes the image only through TORCH_SPEC, not through SyncLab's code.
 # The profiles, examples and targets are package data under src/ (the checkout's links point there).
-IMAGE_SOURCES = ("pyproject.toml", "README.md", "src", "services/entrypoint.py", "services/specs",
+IMAGE_SOURCES = ("pyproject.toml", "README.md", "src", "plugins", "services/entrypoint.py", "services/specs",
                  "services/Dockerfile")
 _SKIPPED_PARTS = {"__pycache__"}
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")

@@ -38,7 +38,7 @@ def test_the_strategy_plugins_the_image_installs_enter_the_digest(tmp_path, monk
     root = _tree(tmp_path)
     monkeypatch.delenv("SYNCLAB_PLUGINS", raising=False)
     plain = source_digest(root)
-    monkeypatch.setenv("SYNCLAB_PLUGINS", "src/synclab/examples/plugin-strategy")
+    monkeypatch.setenv("SYNCLAB_PLUGINS", "plugins/localsgd")
     with_plugin = source_digest(root)
     monkeypatch.setenv("SYNCLAB_PLUGINS", " ")
     assert with_plugin != plain and source_digest(root) == plain
