@@ -4,7 +4,7 @@ file, `docker stack deploy` runs it; a job runs to completion with its run recor
 shapes its link, and Prometheus (published in host mode) scrapes every node over the overlay.
 
 The test puts the daemon into swarm mode only when it was not (and leaves it again); a daemon that
-cannot start a swarm skips the test with the reason.
+cannot start a swarm skips the test with the reason, or fails it under SYNCLAB_REQUIRE_DOCKER=1 (as CI runs).
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ def _advertise_address() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def single_node_swarm(docker_engine):
+def single_node_swarm(docker_engine, docker_unavailable):
     """This daemon as a one-node swarm manager; left again afterwards if the test made it one."""
     joined_here = False
     had_gwbridge = sh(DOCKER, "network", "inspect", "docker_gwbridge", check=False).returncode == 0
     if _swarm_state() != "active":
         r = sh(DOCKER, "swarm", "init", *_advertise_address(), check=False, timeout=120)
         if r.returncode != 0:
-            pytest.skip(f"`docker swarm init` is not possible on this daemon: {r.stderr.strip()[:500]}")
+            docker_unavailable(f"`docker swarm init` is not possible on this daemon: {r.stderr.strip()[:500]}")
         joined_here = True
     try:
         yield
