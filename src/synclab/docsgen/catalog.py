@@ -18,6 +18,4 @@ register_many(results.verdict_pages)  # docs/reproduction/*/verdict.json, before
 register("docs/results/reproduction.md", results.reproduction_page)
 register("docs/results/calibration-check.md", heldout.page, command="synclab reproduce --calibration-check")
 register("docs/results/validation.md", validation.render, command="synclab validate doc")
-register("docs/results/calibration-check.md", results.calibration_check_page,
-         command="synclab reproduce --calibration-check")
 register("README.md", readme.render)  # its generated blocks only; last: they summarize the pages above

@@ -37,12 +37,3 @@ def reproduction_page(root: Path) -> str:
     found, missing = documented(root, load_targets())
     return render_text(found, root / DOC, missing=missing)
 
-
-def calibration_check_page(root: Path) -> str:
-    """``docs/results/calibration-check.md``: the held-out check of the compute calibration against the lent
-    GPU's profiles (:mod:`synclab.reproduce.heldout`), what ``synclab reproduce --calibration-check`` writes."""
-    from synclab.reproduce.heldout import render
-    from synclab.resources import model_profiles_dir
-
-    profiles = model_profiles_dir()
-    return render(profiles, profiles / "gpu-h100")
