@@ -5,7 +5,8 @@ NICs are shared resources (max-min fair flows), links are per-destination FIFO/p
 queues, every message pays a start-up cost a. Collectives are sequences of messages.
 Writes the run-record subset ``synclab report`` reads, marked ``"simulated": true``.
 
-- :mod:`~synclab.sim.network`: NICs, flows, links (the fluid network model).
+- :mod:`~synclab.sim.network`: NICs and fluid flows (the fabric); :mod:`~synclab.sim.link`: senders' queues;
+  :mod:`~synclab.sim.host`: the emulator's host (opt-in).
 - :mod:`~synclab.sim.nodes`: the cluster, the ring all-reduce, the comm thread, replayed compute and gates.
 - :mod:`~synclab.sim.strategies`: the stock strategy models (ring, PS in every server mode, scheduled pulls).
 - :mod:`~synclab.sim.split_roles`: CONV and FC workers (Stanza), their messages, recursive doubling.

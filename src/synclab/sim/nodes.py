@@ -23,7 +23,8 @@ from synclab.collective.schedules import segment_bounds
 from synclab.linkprofile import LinkProfile, resolve_for_role
 from synclab.netem.dilation import dilate
 from synclab.transport.shaper import bucket_for, profile_bucket
-from synclab.sim.network import Link, Network, Nic, SenderGroup, TokenBucket
+from synclab.sim.link import Link
+from synclab.sim.network import Network, Nic, SenderGroup, TokenBucket
 
 Callback = Callable[[], None]
 
@@ -138,7 +139,7 @@ def ring_allreduce(cluster: Cluster, world: int, numel: int, elem_bytes: int, on
     (``mirror(bytes)`` counts their bytes). Each step carries the largest segment
     (ceil(M/N)): the ring advances at the pace of its slowest rank. A step starts when
     the previous one was delivered (rank r sends step s+1 once it received step s). ``goodput`` < 1 (the
-    emulator host's measured ring goodput, :meth:`~synclab.sim.network.HostCpu.ring_share`; a share, or a
+    emulator host's measured ring goodput, :meth:`~synclab.sim.host.HostCpu.ring_share`; a share, or a
     function of the segment's bytes): a segment occupies its link as long as ``seg / goodput`` bytes would; the
     bytes counted stay ``seg``.
     """

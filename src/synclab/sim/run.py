@@ -21,7 +21,8 @@ from typing import Any
 import simpy
 
 from synclab.config import Spec, SpecError, parse_spec
-from synclab.sim.network import HostCpu, Network, goodput_at  # noqa: F401 (re-exported)
+from synclab.sim.host import HostCpu, goodput_at  # noqa: F401 (re-exported)
+from synclab.sim.network import Network
 from synclab.sim.nodes import Cluster, SimWorker, ring_allreduce
 from synclab.sim.strategies import SimShard, fit_ring_cost, model_for
 from synclab.strategies.simmodel import ParameterServer, RingAllReduce, SimModel, SplitRoles
@@ -161,7 +162,7 @@ def simulate_ring(world: int, numel: int, link, *, host_cores: float = 2.0, good
     :class:`~synclab.netem.profiles.LinkProfile`) on the emulator's host modelled (``host_cores``, D = 1), timed
     as ``benchmarks/allreduce_vs_gloo.py`` times SyncLab's: after an untimed warm-up all-reduce and a one-element
     barrier all-reduce. ``goodput``: the ring's share (or (segment, share) points) to simulate it with."""
-    from synclab.config.spec import auto_chunk_bytes
+    from synclab.wire.frames import auto_chunk_bytes
 
     env = simpy.Environment()
     host = HostCpu(host_cores, DEFAULT_CPU_S_PER_BYTE, serial_s_per_byte=DEFAULT_SERIAL_S_PER_BYTE,
@@ -429,7 +430,7 @@ def simulate(spec: Spec, *, startup_s: float = DEFAULT_STARTUP_S, record_events:
 
     ``host_cores``: model the emulator's host (every node on one machine of that many cores, each byte
     moved costing ``cpu_s_per_byte`` CPU seconds, ``serial_s_per_byte`` of them after the message is in,
-    ``run.dilation`` applied: :class:`~synclab.sim.network.HostCpu`, and the shaped NICs holding the
+    ``run.dilation`` applied: :class:`~synclab.sim.host.HostCpu`, and the shaped NICs holding the
     emulator's shaper buckets, :class:`~synclab.sim.network.TokenBucket`, unless ``tbf_bucket`` is False, and
     the all-reduce workers' runtime spending ``tensor_s`` host seconds per tensor, ``Network.tensor_job``;
     None: the measured value of the strategy's path, :func:`tensor_s_for`; and, given ``ring_goodput``

@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 
 from synclab.cli import app
 from synclab.config import load_spec
-from synclab.sim.network import CpuServer, HostCpu, Link, Network, Nic
+from synclab.sim.host import CpuServer, HostCpu
+from synclab.sim.link import Link
+from synclab.sim.network import Network, Nic
 from synclab.sim.records import write_run
 from synclab.sim.run import simulate
 

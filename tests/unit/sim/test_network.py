@@ -8,7 +8,8 @@ import pytest
 import simpy
 
 from synclab.linkprofile import profile_from_mapping
-from synclab.sim.network import Link, Network, Nic
+from synclab.sim.link import Link
+from synclab.sim.network import Network, Nic
 from synclab.sim.nodes import Cluster, ring_allreduce
 
 RATE = 1e9

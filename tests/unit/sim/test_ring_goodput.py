@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from synclab.cli import app
 from synclab.config import load_spec, parse_override
-from synclab.sim.network import HostCpu
+from synclab.sim.host import HostCpu
 from synclab.sim.run import PAYLOAD_SHARE, goodput_at, parse_ring_goodput, ring_goodput_for, simulate
 
 REPO = Path(__file__).resolve().parents[3]

@@ -9,7 +9,8 @@ import simpy
 
 from synclab.linkprofile import LinkProfile
 from synclab.transport.shaper import bucket_for
-from synclab.sim.network import HostCpu, Network, Nic, TokenBucket
+from synclab.sim.host import HostCpu
+from synclab.sim.network import Network, Nic, TokenBucket
 from synclab.sim.nodes import Cluster
 from synclab.sim.run import PAYLOAD_SHARE
 

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from synclab.cli import app
 from synclab.config import load_spec
-from synclab.sim.network import HostCpu, Network
+from synclab.sim.host import HostCpu
+from synclab.sim.network import Network
 from synclab.sim.run import DEFAULT_TENSOR_S, simulate, tensor_s_for
 from synclab.strategies import registry
 from synclab.calibrate import tensor_cost
