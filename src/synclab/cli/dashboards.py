@@ -84,11 +84,12 @@ def render(dashboards: list[Path] = typer.Argument(None, help="Dashboard JSON fi
                                                                       "variables apply."),
            timeout: float = typer.Option(30.0, "--timeout", help="Seconds per Prometheus request.")):
     """Render every dashboard's panels from Prometheus into one PNG each (+ CSV and JSON of the series)."""
-    from synclab.dashboards.figure import draw
-    from synclab.dashboards.prometheus import Prometheus, PrometheusError
+    from synclab.dashboards.renderer.figure import draw
+    from synclab.dashboards.renderer.model import DashboardError, load_dashboard
+    from synclab.dashboards.renderer.prometheus import Prometheus, PrometheusError
+    from synclab.dashboards.renderer.query import parse_time, take_snapshot
+    from synclab.dashboards.renderer.saved import load_saved, write_data
     from synclab.units import parse_prometheus_duration_s
-    from synclab.dashboards.snapshot import (DashboardError, load_dashboard, load_saved, parse_time, take_snapshot,
-                                             write_data)
 
     files = _dashboard_files(dashboards or [])
     given = _variables(var)

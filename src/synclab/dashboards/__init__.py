@@ -6,6 +6,10 @@
 :func:`render` returns file name -> JSON text; :mod:`synclab.dashboards.promql`
 reads the queries back out of that JSON (the compose test runs each against a
 live Prometheus). Only generating needs the SDK; reading the JSON does not.
+
+This package is the build-time generator (``panels`` and one module per
+dashboard); the runtime renderer that draws the dashboards without Grafana
+(``synclab dashboards render``) is the subpackage :mod:`synclab.dashboards.renderer`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from synclab.cli import app
-from synclab.dashboards.prometheus import Prometheus, QueryRejected
+from synclab.dashboards.renderer.prometheus import Prometheus, QueryRejected
 
 DASHBOARDS = Path(__file__).resolve().parents[3] / "grafana" / "dashboards"
 

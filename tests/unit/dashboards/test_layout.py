@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-from synclab.dashboards.layout import GRID_COLUMNS, Cell, Repeat, arrange, clamp, height, repeat_cells
+from synclab.dashboards.renderer.layout import GRID_COLUMNS, Cell, Repeat, arrange, clamp, height, repeat_cells
 
 DASHBOARDS = Path(__file__).resolve().parents[3] / "grafana" / "dashboards"
 

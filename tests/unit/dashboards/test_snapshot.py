@@ -10,17 +10,9 @@ from pathlib import Path
 import pytest
 
 from synclab.dashboards.promql import expand
-from synclab.dashboards.snapshot import (
-    DashboardError,
-    auto_step,
-    legend_name,
-    load_dashboard,
-    load_saved,
-    parse_time,
-    resolve_variables,
-    take_snapshot,
-    write_data,
-)
+from synclab.dashboards.renderer.model import DashboardError, load_dashboard
+from synclab.dashboards.renderer.query import auto_step, legend_name, parse_time, resolve_variables, take_snapshot
+from synclab.dashboards.renderer.saved import load_saved, write_data
 
 DASHBOARDS = Path(__file__).resolve().parents[3] / "grafana" / "dashboards"
 def test_macros_follow_the_step_and_scrape_interval():

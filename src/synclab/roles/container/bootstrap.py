@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from synclab.roles.container import host
 from synclab.roles.container.host import as_user, log, private_tls_copy, read_settings
-from synclab.roles.container.jobs import new_run_dir, point_latest, write_status
+from synclab.roles.container.jobs import STATUS_FILE, new_run_dir, point_latest, write_status
 
 if TYPE_CHECKING:
     from synclab.config.settings import ContainerSettings

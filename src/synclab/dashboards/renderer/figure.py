@@ -1,6 +1,6 @@
-"""Draw a :class:`~synclab.dashboards.snapshot.Snapshot` as one PNG laid out like the dashboard.
+"""Draw a :class:`~synclab.dashboards.renderer.query.Snapshot` as one PNG laid out like the dashboard.
 
-Panels sit where the dashboard's grid puts them (:mod:`synclab.dashboards.layout`), with their
+Panels sit where the dashboard's grid puts them (:mod:`synclab.dashboards.renderer.layout`), with their
 titles, the unit on the y axis (ticks formatted as Grafana formats the unit, axis label from the
 panel), a legend table with the panel's calculations (mean, max), the field overrides that draw
 reference series (the configured link rate as a dashed red line), stacking and bars. A panel
@@ -23,8 +23,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from synclab.dashboards.layout import GRID_COLUMNS, height
-from synclab.dashboards.snapshot import PanelData, Series, Snapshot
+from synclab.dashboards.renderer.layout import GRID_COLUMNS, height
+from synclab.dashboards.renderer.query import PanelData, Series, Snapshot
 
 HONEST_LABEL = "rendered by synclab from the dashboard's own PromQL (not a Grafana screenshot)"
 WIDTH_IN = 16.0
