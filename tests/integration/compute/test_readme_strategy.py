@@ -1,4 +1,4 @@
-"""The README's compute-changing strategy ("Adding a strategy"), run as written: two workers in one process over
+"""The compute-changing strategy of docs/how-to/add-a-strategy.md, run as written: two workers in one process over
 real gRPC streams train the same parameters as one model with plain SGD on worker 0's batch."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from synclab.strategies.base import Strategy, WorkerContext
 from synclab.transport.inbox import Inbox
 from synclab.transport.node import NodeTransport
 
-README = Path(__file__).parents[3] / "README.md"
+README = Path(__file__).parents[3] / "docs" / "how-to" / "add-a-strategy.md"
 LR = 0.1
 
 
 def readme_strategy() -> type[Strategy]:
-    section = README.read_text().split("### Adding a strategy", 1)[1].split("\n## ", 1)[0]
+    section = README.read_text().split("### Compute-changing", 1)[1].split("\n### ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     code = next(b for b in blocks if "def run_iteration" in b)
     scope = {"Strategy": Strategy, "register": lambda cls: cls}  # not registered: the test keeps the registry as is
