@@ -247,8 +247,8 @@ def chunk_for(link: str, chunk: str) -> int:
     """The frame payload SyncLab's ranks use on ``link``: ``chunk`` in bytes, or ``auto`` (the spec's rule)."""
     if chunk != "auto":
         return int(chunk)
-    from synclab.wire.frames import auto_chunk_bytes
     from synclab.netem.profile import load_profile
+    from synclab.wire.frames import auto_chunk_bytes
 
     return auto_chunk_bytes(None if link == "unshaped" else load_profile(link).rate_bps)
 

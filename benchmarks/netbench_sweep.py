@@ -26,9 +26,9 @@ def main() -> None:
     from rich.progress import track
     from rich.table import Table
 
+    from synclab.linkprofile import profile_from_mapping
     from synclab.netem.netbench import run_netbench
     from synclab.netem.netns import netns_unavailable_reason
-    from synclab.linkprofile import profile_from_mapping
 
     args.out.mkdir(parents=True, exist_ok=True)
     cases = [(r, "none", None) for r in args.app_rates.split(",")]

@@ -187,8 +187,8 @@ def main() -> None:
     if a.isolation == "none":
         report({n: [] for n in ("src", "a", "b")}, {"a": "127.0.0.1", "b": "127.0.0.1"})
         return
-    from synclab.netem.netns import NetnsCluster, Topology
     from synclab.linkprofile import LinkProfile
+    from synclab.netem.netns import NetnsCluster, Topology
 
     shaped = LinkProfile(name=a.rate, rate=a.rate)
     with NetnsCluster(Topology.star(["src", "a", "b"], profiles={"src": shaped}),

@@ -107,9 +107,9 @@ def compare_section(gpu: dict, name: str, other: dict, other_dir: Path) -> list[
     r50 = [plain(d[("resnet50", 32)][1]) if ("resnet50", 32) in d else None for d in (gpu, other)]
     lines = ["", f"## 5. Against another GPU: the {oname} (`{_shown(other_dir)}/`, measured "
              f"{meta.get('date')})", "",
-             f"Whole iterations (ms) on both, and each model's ratio to ResNet-50 b32 on both: the derived rows of "
-             f"`calibration.yaml` carry a paper's ResNet-50 time by that ratio, so its change from one GPU to the "
-             f"other is how much those rows depend on the GPU that measured it.", "",
+             "Whole iterations (ms) on both, and each model's ratio to ResNet-50 b32 on both: the derived rows of "
+             "`calibration.yaml` carry a paper's ResNet-50 time by that ratio, so its change from one GPU to the "
+             "other is how much those rows depend on the GPU that measured it.", "",
              f"| model | batch | {name} (ms) | {oname} (ms) | {oname} ÷ {name} | ratio to ResNet-50 b32, {name} | "
              f"same, {oname} | change |", "|---|---|---|---|---|---|---|---|"]
     for key in sorted(set(gpu) & set(other)):

@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     from synclab.compute.profile import ModelProfileError
-    from synclab.units import parse_rate_bps
     from synclab.plans.stanza import choose_fc_workers
     from synclab.strategies.stanza import read_profile
+    from synclab.units import parse_rate_bps
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", default="2-32", help="N range, inclusive (e.g. 2-32)")

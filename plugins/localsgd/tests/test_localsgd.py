@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from synclab_localsgd import LocalSgd, averages
 
 from synclab.config import SpecError, load_spec
 from synclab.resources import examples_dir
 from synclab.strategies import registry
-from synclab_localsgd import LocalSgd, averages
 
 QUICKSTART = examples_dir() / "quickstart.yaml"  # the quick start SyncLab ships
 FAST = ["model.name=mlp", "model.batch_size=16", "network.rate=null", "run.warmup=1", "cluster.workers=2"]

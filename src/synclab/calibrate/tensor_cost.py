@@ -18,12 +18,8 @@ The mean over iterations after the first (warm-up) is what :data:`synclab.sim.ru
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import time
-from pathlib import Path
-
 
 
 class _Stopwatch:
@@ -52,13 +48,13 @@ def measure(model: str, batch: int, scale: float, dilation: float, iterations: i
     import torch
 
     from synclab.compute.events import EventLog
-    from synclab.config.resolve import resolve_compute
-    from synclab.transport.spans import SpanLog
     from synclab.config import load_spec, parse_override
-    from synclab.roles.worker import replay_engine
-    from synclab.strategies.base import WorkerContext
+    from synclab.config.resolve import resolve_compute
     from synclab.resources import packaged
+    from synclab.roles.worker import replay_engine
     from synclab.strategies import registry
+    from synclab.strategies.base import WorkerContext
+    from synclab.transport.spans import SpanLog
 
     sets = [f"model.name={model}", f"model.batch_size={batch}", "compute.mode=replay", f"compute.scale={scale}",
             f"run.dilation={dilation}", f"strategy.name={strategy}", "cluster.workers=1"]

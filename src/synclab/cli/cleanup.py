@@ -31,7 +31,6 @@ def cleanup(force: bool = typer.Option(False, "--force", help="Also remove clust
     if job:
         fail("--job goes with --docker")
     from synclab.netem.cli import cleanup_command
-
     from synclab.netem.netns import PREFIX_BASE
 
     raise typer.Exit(cleanup_command(PREFIX_BASE, force=force))

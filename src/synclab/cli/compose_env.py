@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from synclab.cli._common import fail, console
+from synclab.cli._common import console, fail
 
 SECRETS = ("SYNCLAB_TOKEN", "GRAFANA_ADMIN_PASSWORD")
 

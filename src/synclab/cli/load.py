@@ -33,8 +33,8 @@ def load(target: str = typer.Option("ps", "--target", help="What to load: ps (a 
     pushes/s, MB/s, p50/p99 latency and failures, and check the shard lost and doubled nothing."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from synclab.units import parse_duration_s, parse_size_bytes
     from synclab.load.run import LoadError, LoadSettings, run_load
+    from synclab.units import parse_duration_s, parse_size_bytes
 
     try:
         settings = LoadSettings(target=target, users=users, duration_s=parse_duration_s(duration, "--duration"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from synclab.cli._common import fail, console
+from synclab.cli._common import console, fail
 
 
 def netbench(profile: str = typer.Option(..., "--profile", help="Profile name or YAML file."),
@@ -17,9 +17,9 @@ def netbench(profile: str = typer.Option(..., "--profile", help="Profile name or
 
     from rich.table import Table
 
+    from synclab.linkprofile import ProfileError
     from synclab.netem.netbench import run_netbench
     from synclab.netem.netns import netns_unavailable_reason
-    from synclab.linkprofile import ProfileError
     from synclab.netem.profile import load_profile
 
     if isolation not in ("auto", "netns", "none"):

@@ -22,8 +22,14 @@ import typer
 def stanza_answer(profile_path: Path, nodes: int, bandwidth_bps: float, *, partial: bool = False,
                   reading: str = "algorithm") -> dict:
     """The ``--json`` answer; raises ``ModelProfileError`` (a ``ValueError``) naming the file and a bad field."""
-    from synclab.plans.stanza import choose_ps_servers, ps_iteration_time, ps_throughput
-    from synclab.plans.stanza import choose_fc_workers, stanza_iteration_time, stanza_throughput
+    from synclab.plans.stanza import (
+        choose_fc_workers,
+        choose_ps_servers,
+        ps_iteration_time,
+        ps_throughput,
+        stanza_iteration_time,
+        stanza_throughput,
+    )
     from synclab.strategies.stanza import read_profile
 
     boundary = read_profile(profile_path, partial=partial)
@@ -76,9 +82,8 @@ def plan_stanza(
                                      "as printed: ceil(log2 n_c)+2 rounds, any n_f)"),
 ) -> None:
     """Stanza's CONV/FC split (eq. 2–5) and the PS worker/server split (eq. 6–7) for N nodes."""
-    from synclab.units import parse_rate_bps
-
     from synclab.plans.stanza import READINGS
+    from synclab.units import parse_rate_bps
 
     if nodes < 2:
         _refuse(f"--nodes must be at least 2 (a CONV and an FC worker), got {nodes}")

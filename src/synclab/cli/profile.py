@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 import yaml
 
-from synclab.cli._common import fail, console
+from synclab.cli._common import console, fail
 
 
 def profile(model: str = typer.Argument(..., help="Zoo model name."),

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from synclab.cli._common import fail, console
+from synclab.cli._common import console, fail
 
 
 def show_report(run_dir: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 import yaml
 
-from synclab.cli._common import fail, console
+from synclab.cli._common import console, fail
 from synclab.cli.report import show_report
 
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from synclab.cli._common import fail, console
+from synclab.cli._common import console, fail
 
 
 def shape(profile: str = typer.Option(..., "--profile", help="Profile name or YAML file."),

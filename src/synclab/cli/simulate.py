@@ -53,8 +53,14 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
     from synclab.config import SpecError
     from synclab.resources import spec_path
     from synclab.sim.records import write_run, write_sweep
-    from synclab.sim.run import (DEFAULT_CPU_S_PER_BYTE, DEFAULT_SERIAL_S_PER_BYTE, DEFAULT_STARTUP_S,
-                                 load_for_simulation, parse_ring_goodput, simulate as run_sim)
+    from synclab.sim.run import (
+        DEFAULT_CPU_S_PER_BYTE,
+        DEFAULT_SERIAL_S_PER_BYTE,
+        DEFAULT_STARTUP_S,
+        load_for_simulation,
+        parse_ring_goodput,
+    )
+    from synclab.sim.run import simulate as run_sim
 
     if (cpu_s_per_gb is not None or serial_s_per_gb is not None or no_tbf_bucket or tensor_us is not None
             or ring_goodput is not None) and host_cpu is None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from synclab.cli._common import fail, console
+from synclab.cli._common import console, fail
 
 
 def tls_init(directory: Path = typer.Argument(..., help="Where to write ca.pem, node.pem and node-key.pem."),

@@ -9,8 +9,8 @@ starts. Inner code receives :class:`Spec`, never raw dicts.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml

@@ -12,7 +12,6 @@ from grafana_foundation_sdk.builders import common as common_builders
 from grafana_foundation_sdk.builders import dashboard as dash
 from grafana_foundation_sdk.builders import prometheus, table, timeseries
 from grafana_foundation_sdk.models import common
-from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
     DataSourceRef,
@@ -21,6 +20,7 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableRefresh,
     VariableSort,
 )
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 # The provisioned datasource (grafana/provisioning/datasources/prometheus.yaml) has this uid.
 DATASOURCE_UID = "synclab-prometheus"

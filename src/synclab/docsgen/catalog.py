@@ -4,8 +4,17 @@
 
 from __future__ import annotations
 
-from synclab.docsgen import env_ref, metrics_ref, profiles_ref, readme, register, register_many, results, spec_ref
-from synclab.docsgen import wire_ref
+from synclab.docsgen import (
+         env_ref,
+         metrics_ref,
+         profiles_ref,
+         readme,
+         register,
+         register_many,
+         results,
+         spec_ref,
+         wire_ref,
+)
 from synclab.reproduce import heldout
 from synclab.validate import doc as validation
 

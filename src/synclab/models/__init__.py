@@ -25,8 +25,19 @@ from typing import Any
 
 from torch import nn
 
-from synclab.models import alexnet, densenet, googlenet, inception, inception_v4, mlp, resnet, resnet_cifar
-from synclab.models import smallcnn, sockeye, vgg
+from synclab.models import (
+    alexnet,
+    densenet,
+    googlenet,
+    inception,
+    inception_v4,
+    mlp,
+    resnet,
+    resnet_cifar,
+    smallcnn,
+    sockeye,
+    vgg,
+)
 from synclab.models.boundary import conv_fc_boundary
 from synclab.models.spec import InputSpec, ModelOptionError
 

@@ -19,6 +19,7 @@ from synclab.linkprofile import LinkProfile, ProfileError
 from synclab.netem.profile import human, list_profiles, load_profile
 from synclab.netem.tc import choose_backend, detect_backends, has_net_admin
 
+
 def profile_rows(profiles: Sequence[LinkProfile], *, available: frozenset[str] | None = None,
                  privileged: bool = False) -> list[dict[str, Any]]:
     """One row per profile in human units; with ``available`` also the backend this machine would use."""

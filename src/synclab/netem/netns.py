@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from synclab.netem import tc
 from synclab.linkprofile import LinkProfile, resolve_for_role
+from synclab.netem import tc
 from synclab.netem.tc import Applied, BackendChoice, Runner, ShapingError, run_cmd
 
 PREFIX_BASE = "slb"

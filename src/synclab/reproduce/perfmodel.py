@@ -58,8 +58,8 @@ class ModelInputs:
 def parse_inputs(overrides: list[str]) -> ModelInputs:
     """The model's inputs from a point's ``KEY=VALUE`` overrides (later ones win); ValueError names a bad key."""
     from synclab.config import parse_override
-    from synclab.units import parse_rate_bps
     from synclab.plans.stanza import READINGS
+    from synclab.units import parse_rate_bps
 
     got: dict[str, Any] = {}
     for item in overrides:
@@ -104,8 +104,14 @@ def boundary_profile(model: str, batch_size: int) -> tuple[Path, Any]:
 def evaluate(inputs: ModelInputs, compute_s: float, boundary: Any) -> dict[str, Any]:
     """Metrics of one point: throughput (samples/s, eq. 4 / eq. 7) at the throughput-maximizing split of
     ``inputs.nodes`` (eq. 5 for Stanza; n_s in 1..N-1 for PS, §7.2), with T_ps = ``compute_s``."""
-    from synclab.plans.stanza import (PsProfile, StanzaProfile, choose_fc_workers, choose_ps_servers,
-                                      ps_iteration_time, stanza_iteration_time)
+    from synclab.plans.stanza import (
+        PsProfile,
+        StanzaProfile,
+        choose_fc_workers,
+        choose_ps_servers,
+        ps_iteration_time,
+        stanza_iteration_time,
+    )
 
     if not compute_s > 0:
         raise ValueError(f"compute_s must be > 0, got {compute_s!r}")

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from synclab.config.resolve import resolve_compute
 from synclab.config import Override, Spec, load_spec
+from synclab.config.resolve import resolve_compute
 from synclab.resources import spec_path
 from synclab.roles.network import NetworkPlan, apply_to_spec, resolve_network
 

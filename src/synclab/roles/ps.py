@@ -14,13 +14,13 @@ import time
 
 import grpc
 
+from synclab.metrics.gcpause import GcPauses
 from synclab.plans.schema import PlanError, ServerPlan, read_plan
 from synclab.ps.serve_queue import make_serve_queue
 from synclab.ps.shard import PushRejected, Shard
-from synclab.strategies import registry
-from synclab.metrics.gcpause import GcPauses
 from synclab.roles import checkpoint
 from synclab.roles.bootstrap import join, message_limits, report_network, reshaper, shaper_for
+from synclab.strategies import registry
 from synclab.transport.node import NodeTransport
 from synclab.transport.spans import SpanLog
 from synclab.wire import pb

@@ -16,13 +16,13 @@ import torch
 
 from synclab.compute.engine import Engine
 from synclab.compute.evaluation import EvalLog, eval_iterations
-from synclab.core import CommFailed
-from synclab.plans.schema import read_plan
 from synclab.compute.events import EventLog
 from synclab.compute.replay import ReplayEngine
+from synclab.core import CommFailed
 from synclab.data import make_dataset
-from synclab.models import build_model, model_input_spec
 from synclab.metrics.gcpause import GcPauses
+from synclab.models import build_model, model_input_spec
+from synclab.plans.schema import read_plan
 from synclab.roles import checkpoint
 from synclab.roles.bootstrap import join, message_limits, report_network, reshaper, shaper_for
 from synclab.roles.client import JobAborted

@@ -119,7 +119,8 @@ class CpuServer:
     and departure (processor sharing, Kleinrock).
     """
 
-    def __init__(self, net: "Network", cores: float):
+    # synclab.sim.network.Network: network imports this module, so the name stays a string here
+    def __init__(self, net: "Network", cores: float):  # noqa: F821
         self.net, self.cores = net, cores
         self.jobs: dict[int, list] = {}  # id -> [work_left_s, weight, on_done]
         self._ids = itertools.count()

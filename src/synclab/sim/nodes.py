@@ -22,9 +22,9 @@ import simpy
 from synclab.collective.schedules import segment_bounds
 from synclab.linkprofile import LinkProfile, resolve_for_role
 from synclab.netem.dilation import dilate
-from synclab.transport.shaper import bucket_for, profile_bucket
 from synclab.sim.link import Link
 from synclab.sim.network import Network, Nic, SenderGroup, TokenBucket
+from synclab.transport.shaper import bucket_for, profile_bucket
 
 Callback = Callable[[], None]
 

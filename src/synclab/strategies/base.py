@@ -24,9 +24,9 @@ What the simulator does with the strategy is declared on the class too (``sim_mo
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any, Callable, ClassVar
 
 import torch

@@ -50,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from synclab.collective.ring import ring_allreduce_
 from synclab.compute.profile import backward_times
+from synclab.core import ParamInfo
 from synclab.plans.mgwfbp import (
     CostModel,
     MergePlan,
@@ -65,7 +66,6 @@ from synclab.plans.mgwfbp import (
     synceasgd_plan,
     wfbp_plan,
 )
-from synclab.core import ParamInfo
 from synclab.plans.schema import Plan
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register

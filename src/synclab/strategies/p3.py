@@ -39,10 +39,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from synclab.plans.sharding import Partition
-from synclab.plans.slicing import DEFAULT_SLICE_PARAMS, slice_tensors
 from synclab.core import ParamInfo
 from synclab.plans.schema import ServerPlan
+from synclab.plans.sharding import Partition
+from synclab.plans.slicing import DEFAULT_SLICE_PARAMS, slice_tensors
 from synclab.strategies.ps import PsStrategy
 from synclab.strategies.registry import register
 

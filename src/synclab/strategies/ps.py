@@ -20,9 +20,9 @@ from typing import ClassVar
 
 import torch
 
+from synclab.core import ParamInfo
 from synclab.plans.schema import ServerPlan
 from synclab.plans.sharding import Partition, kvstore_partitions
-from synclab.core import ParamInfo
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
 from synclab.strategies.simmodel import ParameterServer

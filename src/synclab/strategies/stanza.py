@@ -67,7 +67,6 @@ mean loss of the samples it saw (an FC worker: its combined batch).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -77,18 +76,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from synclab.collective.recursive_doubling import recursive_doubling_allreduce_, recursive_doubling_peers
 from synclab.collective.schedules import segment_bounds
-from synclab.compute.profile import Boundary, ModelProfileError, load_model_profile
-from synclab.units import parse_rate_bps
-from synclab.plans.stanza import PsProfile, StanzaProfile, choose_fc_workers, stanza_iteration_time, stanza_throughput
 from synclab.compute.engine import EngineBase
+from synclab.compute.profile import Boundary, ModelProfileError, load_model_profile
 from synclab.core import IterationTiming, ParamInfo
 from synclab.plans.schema import Plan
+from synclab.plans.stanza import PsProfile, StanzaProfile, choose_fc_workers, stanza_iteration_time, stanza_throughput
 from synclab.strategies.base import Strategy, WorkerContext
 from synclab.strategies.registry import register
 from synclab.strategies.simmodel import SplitRoles
+from synclab.units import parse_rate_bps
 from synclab.wire import pb
 from synclab.wire.frames import Message, MessageId
-
 
 FC_PREFIX = "classifier."
 CONV_PREFIX = "features."

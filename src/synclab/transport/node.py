@@ -46,10 +46,10 @@ from typing import Callable, Iterable
 import grpc
 
 from synclab.transport.link import KIND_NAMES, ByteMeter, Link, NullMeter
-from synclab.transport.shaper import LinkShaper
 from synclab.transport.scheduler import SchedulerGroup
+from synclab.transport.shaper import LinkShaper
 from synclab.transport.spans import SpanLog
-from synclab.wire import pb
+from synclab.wire import pb, tcp
 from synclab.wire.channels import (
     KEEPALIVE_TIME_MS,
     KEEPALIVE_TIMEOUT_MS,
@@ -74,7 +74,6 @@ from synclab.wire.frames import (
     SinkSource,
     refusal_status,
 )
-from synclab.wire import tcp
 
 log = logging.getLogger(__name__)
 

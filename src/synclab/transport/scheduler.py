@@ -154,7 +154,3 @@ class SendScheduler:
     @property
     def queued_bytes(self) -> int:
         return self._queued_bytes
-
-    @property
-    def closed(self) -> bool:
-        return self._closed

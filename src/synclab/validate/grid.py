@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 
-
 def short_run(strategy: str) -> list[str]:
     """The overrides that fit ``strategy`` into a grid point's few iterations (``Strategy.short_run``)."""
     from synclab.strategies import registry

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, field
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Iterator, Protocol
 
 import torch

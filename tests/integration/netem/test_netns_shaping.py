@@ -10,10 +10,10 @@ import time
 import pytest
 
 from support.netns import unavailable
+from synclab.linkprofile import profile_from_mapping
 from synclab.netem import tc
 from synclab.netem.bench import iperf3_available, iperf3_goodput, tcp_goodput
 from synclab.netem.netns import NetnsCluster, Topology, cleanup_leftovers, list_links, list_netns
-from synclab.linkprofile import profile_from_mapping
 from synclab.netem.profile import list_profiles
 
 pytestmark = pytest.mark.netns

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 from support.cluster import REPO
-
 from synclab.resources import targets_dir
 
 KEEP = ("mgwfbp-fig6-8-sim", "stanza-fig8")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.cluster import REPO, synclab
 
+from support.cluster import synclab
 from synclab.reproduce.schema import load_targets
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,6 @@
 import pytest
 
-from support.cluster import run_spec, FAST
+from support.cluster import FAST, run_spec
 
 
 @pytest.fixture(scope="session")

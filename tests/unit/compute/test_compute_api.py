@@ -66,7 +66,7 @@ def test_split_passes_give_the_whole_models_gradients():
         assert b.activations.shape == (6, 5) and not b.activations.requires_grad
         parts, labels = [b.activations[:4], b.activations[4:]], [b.labels[:4], b.labels[4:]]  # two head batches
         out = split.tail_step(parts, labels, 1.0)
-        assert [g.shape for g in out.input_grads] == [(4, 5), (2, 5)] and [l.shape for l in out.losses] == [(1,), (1,)]
+        assert [g.shape for g in out.input_grads] == [(4, 5), (2, 5)] and [loss.shape for loss in out.losses] == [(1,), (1,)]
         split.head_backward(torch.cat(out.input_grads))
         timing = split.end_iteration(out.loss, 6)
         split.comm.stop()  # runs what was submitted, on_backward_end included, then ends

@@ -9,9 +9,9 @@ import time
 import pytest
 import torch
 
-from synclab.core import param_layout
 from synclab.compute.profile import parse_model_profile
 from synclab.compute.replay import ReplayEngine, lazy_zeros, sleep_until
+from synclab.core import param_layout
 from synclab.models import build_model
 from synclab.strategies.base import Strategy
 

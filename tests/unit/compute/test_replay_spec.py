@@ -8,13 +8,13 @@ import pytest
 
 from synclab.compute.profile import parse_model_profile
 from synclab.compute.profiler import measure_profile
-from synclab.config.resolve import resolve_compute
 from synclab.config import SpecError, parse_spec
+from synclab.config.resolve import resolve_compute
 from synclab.linkprofile import profile_from_mapping
 from synclab.netem.dilation import dilate
 from synclab.netem.profile import load_profile
-from synclab.transport.shaper import profile_bucket
 from synclab.roles.network import node_profile
+from synclab.transport.shaper import profile_bucket
 
 
 @pytest.fixture(scope="module")

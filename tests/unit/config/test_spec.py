@@ -1,5 +1,6 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from synclab.config import SpecError, load_spec, parse_spec
 from synclab.units import parse_duration_s, parse_rate_bps, parse_size_bytes

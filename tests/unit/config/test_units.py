@@ -1,8 +1,8 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from synclab.units import (parse_duration_s, parse_percent, parse_prometheus_duration_s, parse_rate_bps,
-                                  parse_size_bytes)
+from synclab.units import parse_duration_s, parse_percent, parse_prometheus_duration_s, parse_rate_bps, parse_size_bytes
 
 
 def test_errors_name_the_field():

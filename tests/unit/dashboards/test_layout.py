@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synclab.dashboards.renderer.layout import GRID_COLUMNS, Cell, Repeat, arrange, clamp, height, repeat_cells
 

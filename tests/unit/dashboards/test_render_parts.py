@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from synclab.cli import app
 from synclab.dashboards.renderer.figure import HONEST_LABEL, UnitLocator, figure, format_value
-from synclab.dashboards.renderer.prometheus import Prometheus, PrometheusUnreachable
 from synclab.dashboards.renderer.model import load_dashboard
+from synclab.dashboards.renderer.prometheus import Prometheus, PrometheusUnreachable
 from synclab.dashboards.renderer.query import take_snapshot
 
 DASHBOARDS = Path(__file__).resolve().parents[3] / "grafana" / "dashboards"

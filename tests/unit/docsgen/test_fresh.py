@@ -13,8 +13,8 @@ import pytest
 import synclab.cli.docs  # noqa: F401  (registers docs/reference/cli.md beside the catalogue's pages)
 from synclab.docsgen import Page, check, check_page, pages
 from synclab.docsgen.readme import MarkerError, replace_block
-from synclab.reproduce.doc import RECORDS
 from synclab.reproduce import rejudge
+from synclab.reproduce.doc import RECORDS
 from synclab.reproduce.schema import load_targets
 
 REPO = Path(__file__).resolve().parents[3]

@@ -2,9 +2,9 @@ import ipaddress
 
 import pytest
 
+from synclab.linkprofile import profile_from_mapping
 from synclab.netem import netns
 from synclab.netem.netns import NetnsUnavailable, Topology, check_netns_support, new_prefix
-from synclab.linkprofile import profile_from_mapping
 
 
 def test_star_topology_names_and_addresses():

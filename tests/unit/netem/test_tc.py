@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from synclab.netem import tc
 from synclab.linkprofile import profile_from_mapping
+from synclab.netem import tc
 from synclab.netem.profile import load_profile
 from synclab.netem.tc import (
     BackendChoice,

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from unit.ps.test_shard import make_shard, push
 
 

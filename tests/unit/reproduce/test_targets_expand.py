@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from synclab.config import load_spec, parse_override
-from synclab.units import parse_rate_bps
 from synclab.reproduce.calibration import compute_scale, load_calibration
 from synclab.reproduce.points import expand
 from synclab.reproduce.schema import load_target, load_targets
 from synclab.resources import locate, packaged, targets_dir
 from synclab.sim.run import load_for_simulation
+from synclab.units import parse_rate_bps
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -9,8 +9,8 @@ import pytest
 # nodes_fixture is the `nodes` fixture: imported, pytest finds it here
 from support.coordinator import nodes_fixture, service  # noqa: F401
 from synclab.config import parse_spec
-from synclab.metrics import NodeMetrics
 from synclab.linkprofile import profile_from_mapping
+from synclab.metrics import NodeMetrics
 from synclab.netem.profile import load_profile
 from synclab.netem.reshape import reshape_refusal
 from synclab.roles.coordinator import own_link_reshaper

@@ -3,9 +3,9 @@ and an image whose label differs from the checkout's digest is rebuilt (unless t
 
 import shutil
 
+from support.cluster import REPO
 from synclab.roles.docker_cluster import LAUNCH_LABEL, REBUILD_ENV, stale_reason
 from synclab.roles.image_source import SOURCE_LABEL, source_digest
-from support.cluster import REPO
 
 
 def _tree(tmp_path):

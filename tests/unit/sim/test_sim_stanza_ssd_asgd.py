@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from support.scripts import load_experiment
 from synclab.config import load_spec
 from synclab.report import load_run
 from synclab.sim.records import write_run
 from synclab.sim.run import PAYLOAD_SHARE, Simulation, prepare, simulate
-from support.scripts import load_experiment
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"

@@ -8,11 +8,11 @@ import pytest
 import simpy
 
 from synclab.linkprofile import LinkProfile
-from synclab.transport.shaper import bucket_for
 from synclab.sim.host import HostCpu
 from synclab.sim.network import Network, Nic, TokenBucket
 from synclab.sim.nodes import Cluster
 from synclab.sim.run import PAYLOAD_SHARE
+from synclab.transport.shaper import bucket_for
 
 
 def _send(net, env, egress, ingress, nbytes, at):

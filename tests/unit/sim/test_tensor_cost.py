@@ -9,13 +9,13 @@ import pytest
 import simpy
 from typer.testing import CliRunner
 
+from synclab.calibrate import tensor_cost
 from synclab.cli import app
 from synclab.config import load_spec
 from synclab.sim.host import HostCpu
 from synclab.sim.network import Network
 from synclab.sim.run import DEFAULT_TENSOR_S, simulate, tensor_s_for
 from synclab.strategies import registry
-from synclab.calibrate import tensor_cost
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"

@@ -1,6 +1,7 @@
 """Each strategy's largest legitimate message: the base of every node's message limit (wire.frames)."""
 
 import pytest
+
 from synclab.core import param_layout
 from synclab.models import build_model
 from synclab.strategies import registry

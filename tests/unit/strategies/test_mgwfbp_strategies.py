@@ -12,8 +12,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 import torch
 
-from synclab.plans.mgwfbp import CostModel, MergePlan, algorithm1, optimal_plan
 from synclab.core import ParamInfo
+from synclab.plans.mgwfbp import CostModel, MergePlan, algorithm1, optimal_plan
 from synclab.strategies.base import WorkerContext
 from synclab.strategies.mgwfbp import MgWfbp, MgWfbpOpt, MgWfbpOptions
 from synclab.strategies.synceasgd import SyncEasgd

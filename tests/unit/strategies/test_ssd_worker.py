@@ -11,9 +11,9 @@ from concurrent.futures import Future
 import pytest
 import torch
 
+from synclab.core import ParamInfo
 from synclab.plans.sharding import kvstore_partitions
 from synclab.ps.shard import Shard
-from synclab.core import ParamInfo
 from synclab.strategies import WorkerContext
 from synclab.strategies.asgd import Asgd
 from synclab.strategies.ssdsgd import SsdSgd, SsdSgdOptions

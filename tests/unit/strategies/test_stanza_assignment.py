@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from synclab.compute.profile import ModelProfileError
-from synclab.plans.stanza import StanzaProfile, choose_fc_workers
 from synclab.core import ParamInfo
+from synclab.plans.stanza import StanzaProfile, choose_fc_workers
 from synclab.strategies.stanza import (
     Stanza,
     StanzaOptions,

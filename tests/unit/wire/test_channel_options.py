@@ -26,7 +26,7 @@ def test_http2_frames_hold_a_whole_chunk_within_the_rfc_bounds():
 
 
 def test_large_http2_frames_start_at_the_fast_links_chunk():
-    from synclab.wire.frames import FAST_CHUNK_BYTES
     from synclab.wire.channels import LARGE_FRAMES_FROM_CHUNK_BYTES
+    from synclab.wire.frames import FAST_CHUNK_BYTES
 
     assert LARGE_FRAMES_FROM_CHUNK_BYTES == FAST_CHUNK_BYTES

@@ -1,6 +1,7 @@
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synclab.wire import pb
 from synclab.wire.frames import FrameError, Message, MessageId, MessageLimits, Reassembler, chunk_frames

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from synclab.linkprofile import LinkProfile, format_rate
-from synclab.transport.shaper import profile_bucket
 from synclab.netem.tc.commands import (
     OFFLOAD_FEATURES,
     ROOT_HANDLE,
@@ -22,6 +21,7 @@ from synclab.netem.tc.commands import (
 from synclab.netem.tc.probe import BackendChoice, choose_backend, detect_backends, has_net_admin, iproute2_missing
 from synclab.netem.tc.readback import Qdisc, link_exists, read_classes, read_qdiscs, verify
 from synclab.netem.tc.runner import Runner, ShapingError, run_cmd
+from synclab.transport.shaper import profile_bucket
 
 
 @dataclass

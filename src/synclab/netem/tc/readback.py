@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from synclab.units import parse_rate_bps
 from synclab.linkprofile import LinkProfile, format_duration, format_rate
 from synclab.netem.tc.commands import HTB_CLASS, ROOT_HANDLE, root_kind
 from synclab.netem.tc.runner import Runner, run_cmd
+from synclab.units import parse_rate_bps
 
 RATE_TOLERANCE = 0.002  # the kernel keeps whole bytes/s, and tc < 6.2 prints class rates rounded (123456Kbit)
 
