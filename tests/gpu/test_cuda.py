@@ -1,6 +1,6 @@
 """The paths that only a CUDA device exercises: skipped without one (CI has none).
 
-``experiments/gpu/check.sh`` runs this file on a lent GPU machine. A ring all-reduce over a GPU tensor failed
+``scripts/gpu/check.sh`` runs this file on a lent GPU machine. A ring all-reduce over a GPU tensor failed
 there on 2026-11-26 (the transport's in-place sinks take host memory only) before the ring staged GPU tensors
 through the host; these tests hold that, and that every strategy trains a real model on CUDA.
 """
@@ -36,7 +36,7 @@ def test_ring_allreduce_of_a_gpu_tensor_sums_in_place(world, engine):
 def test_every_strategy_trains_on_cuda(strategy, tmp_path):
     out = tmp_path / strategy
     extra = ["--set", "strategy.fc_workers=1"] if strategy == "stanza" else []
-    r = subprocess.run([sys.executable, "-m", "synclab", "run", str(REPO / "experiments/gpu/real_compute.yaml"),
+    r = subprocess.run([sys.executable, "-m", "synclab", "run", str(REPO / "scripts/gpu/real_compute.yaml"),
                         "--set", f"strategy.name={strategy}", "--set", "model.name=smallcnn",
                         "--set", "run.iterations=4", "--set", "run.warmup=1", "--out", str(out), "--no-report", *extra],
                        capture_output=True, text=True, timeout=300, cwd=REPO)

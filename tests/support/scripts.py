@@ -1,4 +1,4 @@
-"""Import a script that is not a package module (an experiment, the container entrypoint) so its functions can be
+"""Import a script that is not a package module (a benchmark, the container entrypoint) so its functions can be
 unit-tested."""
 
 import importlib.util
@@ -16,8 +16,3 @@ def load_script(path: Path | str, name: str | None = None) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def load_experiment(name: str) -> ModuleType:
-    """``experiments/<name>.py`` as a module."""
-    return load_script(Path("experiments") / f"{name}.py")

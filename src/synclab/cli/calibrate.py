@@ -134,3 +134,36 @@ def tensor_cost(model: str = typer.Option("resnet50", "--model"),
                    f"{r['cpu_s_per_tensor_mean'] * 1e6:8.1f}")
     if json_out:
         json_out.write_text(json.dumps({"load_before": load0, "load_after": load1, "rows": rows}, indent=2))
+
+
+@app.command("gpu-check")
+def gpu_check(gpu_dir: Optional[Path] = typer.Option(None, "--gpu-dir", help="GPU profiles to check (default: the "
+                                                     "packaged profiles/gpu-h100)."),
+              cpu_dir: Optional[Path] = typer.Option(None, "--cpu-dir", help="CPU profiles (default: the packaged "
+                                                     "profiles/)."),
+              out: Optional[Path] = typer.Option(None, "--out", help="The page to write (default: "
+                                                 "docs/results/gpu-check.md of this checkout)."),
+              no_sim: bool = typer.Option(False, "--no-sim", help="Skip part 4 (the simulations)."),
+              compare_dir: Optional[Path] = typer.Option(None, "--compare-dir", help="Another GPU's profiles, "
+                                                         "compared in part 5.")):
+    """The replay calibration against a lent GPU's profiles: regenerates docs/results/gpu-check.md."""
+    from rich.progress import track
+
+    from synclab.calibrate.gpu_check import GpuCheckError, report
+    from synclab.resources import checkout
+
+    if out is None:
+        root = checkout()
+        if root is None:
+            fail("outside a checkout name the page with --out")
+        out = root / "docs" / "results" / "gpu-check.md"
+    try:
+        text = report(gpu_dir, cpu_dir, no_sim=no_sim, compare_dir=compare_dir,
+                      track=lambda jobs, description: track(jobs, description=description, console=console))
+    except GpuCheckError as e:
+        fail(str(e))
+    except RuntimeError as e:  # a simulation failed
+        fail(str(e), 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    console.print(f"wrote {out}")

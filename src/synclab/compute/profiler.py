@@ -217,7 +217,7 @@ def measure_update_seconds(model_name: str, *, device: str = "cpu", iterations: 
     The same step :func:`measure_profile` times after each backward pass; on its
     own it needs no data and no forward/backward, so ``update_seconds`` can be
     added to a profile measured before it was part of the format
-    (``experiments/profile_zoo.py --update-only``). The step's cost does not
+    (``synclab profile --zoo --update-only``). The step's cost does not
     depend on the batch size.
     """
     from synclab.models import build_model
@@ -257,7 +257,7 @@ def measure_plain_iteration_seconds(model_name: str, *, batch_size: int, device:
 
     :func:`measure_profile` synchronizes a GPU at every layer and tensor (MG-WFBP §5.1), which serializes
     kernels that would otherwise overlap; this is the same iteration timed only at its ends, so the cost of
-    the per-layer synchronization can be read off (``profile_zoo.py --plain``) and a calibration can use the
+    the per-layer synchronization can be read off (``synclab profile --zoo --in-process --plain``) and a calibration can use the
     iteration as a framework runs it.
     """
     from synclab.data import make_dataset

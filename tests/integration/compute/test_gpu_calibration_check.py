@@ -1,17 +1,17 @@
-"""experiments/gpu_calibration_check.py run as a script:
+"""``synclab calibrate gpu-check`` run as a command:
 the report from the checked-in profiles and its clear errors."""
 
 import subprocess
 import sys
 
-from support.scripts import REPO, load_experiment
+from support.scripts import REPO
 
-check = load_experiment("gpu_calibration_check")
+CMD = [sys.executable, "-m", "synclab", "calibrate", "gpu-check"]
 
 
 def test_the_report_is_made_from_the_checked_in_profiles(tmp_path):
     out = tmp_path / "check.md"
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "gpu_calibration_check.py"), "--no-sim",
+    r = subprocess.run([*CMD, "--no-sim",
                         "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     text = out.read_text()
@@ -23,15 +23,15 @@ def test_the_report_is_made_from_the_checked_in_profiles(tmp_path):
 
 
 def test_no_gpu_profiles_is_a_clear_error(tmp_path):
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "gpu_calibration_check.py"), "--no-sim",
+    r = subprocess.run([*CMD, "--no-sim",
                         "--gpu-dir", str(tmp_path), "--out", str(tmp_path / "x.md")],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert r.returncode != 0 and "no GPU profiles" in r.stderr
+    assert r.returncode != 0 and "no GPU profiles" in " ".join(r.stderr.split())
 
 
 def test_another_gpus_profiles_are_set_beside_these(tmp_path):
     out = tmp_path / "check.md"
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "gpu_calibration_check.py"), "--no-sim",
+    r = subprocess.run([*CMD, "--no-sim",
                         "--compare-dir", "profiles/gpu-h200", "--out", str(out)],  # relative to the repository
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -47,7 +47,7 @@ def test_another_gpus_profiles_are_set_beside_these(tmp_path):
 
 
 def test_an_empty_comparison_folder_is_a_clear_error(tmp_path):
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "gpu_calibration_check.py"), "--no-sim",
+    r = subprocess.run([*CMD, "--no-sim",
                         "--compare-dir", str(tmp_path), "--out", str(tmp_path / "x.md")],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert r.returncode != 0 and f"no GPU profiles in {tmp_path}" in r.stderr
+    assert r.returncode != 0 and f"no GPU profiles in {tmp_path}" in " ".join(r.stderr.split())  # rich wraps

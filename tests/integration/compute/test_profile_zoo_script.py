@@ -1,14 +1,12 @@
-"""``profile_zoo.py --in-process`` run as a script: profiles with the plain iteration and tf32 recorded in meta."""
+"""``synclab profile --zoo --in-process`` run as a command: profiles with the plain iteration and tf32 recorded in meta."""
 
 import json
 import subprocess
 import sys
 
-from support.scripts import REPO
-
 
 def test_in_process_zoo_writes_profiles_with_the_plain_iteration_and_tf32_in_meta(tmp_path):
-    r = subprocess.run([sys.executable, str(REPO / "experiments" / "profile_zoo.py"), "--device", "cpu",
+    r = subprocess.run([sys.executable, "-m", "synclab", "profile", "--zoo", "--device", "cpu",
                         "--in-process", "--models", "mlp", "--batches", "primary", "--iterations", "1", "--warmup", "0",
                         "--plain", "2", "--tf32", "off", "--out-dir", str(tmp_path)],
                        capture_output=True, text=True, timeout=300)

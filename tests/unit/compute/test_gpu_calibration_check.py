@@ -1,11 +1,9 @@
-"""experiments/gpu_calibration_check.py: the backward-shape measure, and the report from the checked-in profiles."""
+"""``synclab calibrate gpu-check`` (:mod:`synclab.calibrate.gpu_check`): the backward-shape measure, and the report from the checked-in profiles."""
 
 
 import pytest
 
-from support.scripts import load_experiment
-
-check = load_experiment("gpu_calibration_check")
+from synclab.calibrate import gpu_check as check
 
 
 def _profile(rows):

@@ -1,4 +1,4 @@
-"""Whole-iteration and update timings (``profile_zoo.py --plain``, ``--update-only``), and the in-process zoo run."""
+"""Whole-iteration and update timings (``synclab profile --zoo --plain``, ``--update-only``), and the in-process zoo run."""
 
 
 import pytest

@@ -243,8 +243,9 @@ def test_a_synchronous_push_is_charged_only_its_last_chunk_sum_off_the_shard_ser
         assert c - b == pytest.approx(16384e-6 + 10e-6, abs=2e-3)
 
 
-def test_shard_cpu_measurement_script():
-    mod = load_experiment("shard_cpu")
+def test_shard_cpu_measurement():
+    from synclab.calibrate import shard_cpu as mod
+
     m = mod.measure(10_000, repeats=3)
     assert all(m[k] > 0 for k in ("push_s", "update_s", "reply_s"))
     with pytest.raises(ValueError):

@@ -1,9 +1,10 @@
-"""Re-check the replay calibration against GPU profiles of the zoo (issue 13 item 7): writes docs/results/gpu-check.md.
+"""Re-check the replay calibration against GPU profiles of the zoo (``synclab calibrate gpu-check``; issue 13
+item 7): the text of ``docs/results/gpu-check.md``.
 
 The calibration (``profiles/calibration.yaml``) takes the papers' GPU times where the papers give them and,
 where they do not, carries one measured time to other models by the ratio of this VM's CPU profiles, or to
-other GPUs by datasheet FP32 peaks. A lent GPU (here an H100, ``experiments/gpu/check.sh``) can test those
-steps, not replace them: it is none of the papers' GPUs. This script reads the GPU profiles
+other GPUs by datasheet FP32 peaks. A lent GPU (here an H100, ``scripts/gpu/check.sh``) can test those
+steps, not replace them: it is none of the papers' GPUs. This reads the GPU profiles
 (``profiles/gpu-<name>/``) beside the checked-in CPU ones and reports, all from files, nothing typed:
 
 1. per model and batch: the CPU profile's forward + backward, the GPU's with per-layer synchronization
@@ -18,20 +19,21 @@ steps, not replace them: it is none of the papers' GPUs. This script reads the G
    ratio to ResNet-50 b32 on both (the ratio the derived rows of ``calibration.yaml`` carry), i.e. how much those
    rows depend on which GPU measured them.
 
-    python experiments/gpu_calibration_check.py [--gpu-dir profiles/gpu-h100] [--out docs/results/gpu-check.md]
-        [--compare-dir profiles/gpu-h200]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from synclab.resources import package_root, packaged
+
+
+class GpuCheckError(ValueError):
+    """No GPU profiles where the check was told to look; the message names the folder."""
 
 # Forward multiply-adds per sample that the calibration rows cite (MG-WFBP Table 4; He et al. 2016 Table 1).
 MACS_G = {"resnet50": 3.9, "resnet152": 11.61, "densenet161": 7.85, "vgg19": 19.6}
@@ -80,14 +82,14 @@ def bytes_ready_at(p: dict, fractions=(0.25, 0.5, 0.75)) -> list[float]:
 
 def simulate(spec_sets: list[str], strategy: str, model: str, batch: int, profile: Path, scale: float) -> float:
     with tempfile.TemporaryDirectory() as d:
-        cmd = [sys.executable, "-m", "synclab", "simulate", str(REPO / "examples" / "quickstart.yaml"), "--out", d,
+        cmd = [sys.executable, "-m", "synclab", "simulate", str(packaged("examples/quickstart.yaml")), "--out", d,
                "--set", f"strategy.name={strategy}", "--set", "compute.mode=replay", "--set", f"model.name={model}",
                "--set", f"model.batch_size={batch}",
                "--set", f"compute.profile={profile}", "--set", f"compute.scale={scale}", "--set", "run.iterations=10",
                "--set", "run.warmup=2"]
         for s in spec_sets:
             cmd += ["--set", s]
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(f"{' '.join(cmd)}: {r.stdout[-800:]}{r.stderr[-800:]}")
         return json.loads((Path(d) / "summary.json").read_text())["iteration_seconds"]["mean"]
@@ -95,13 +97,14 @@ def simulate(spec_sets: list[str], strategy: str, model: str, batch: int, profil
 
 def _shown(path: Path) -> Path:
     """A folder as the report names it: relative to the repository where it lies inside it."""
-    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    root = package_root().resolve()
+    return path.relative_to(root) if path.is_relative_to(root) else path
 
 
 def compare_section(gpu: dict, name: str, other: dict, other_dir: Path) -> list[str]:
     """Part 5: this GPU's whole iterations beside another GPU's, and each model's ratio to ResNet-50 b32 on both."""
     if not other:
-        sys.exit(f"no GPU profiles in {other_dir}")
+        raise GpuCheckError(f"no GPU profiles in {other_dir}")
     meta = next(iter(other.values()))[1]["meta"]
     oname = meta.get("device_name", "GPU").replace("NVIDIA ", "").split()[0]
     r50 = [plain(d[("resnet50", 32)][1]) if ("resnet50", 32) in d else None for d in (gpu, other)]
@@ -124,35 +127,33 @@ def compare_section(gpu: dict, name: str, other: dict, other_dir: Path) -> list[
     return lines
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpu-dir", type=Path, default=REPO / "profiles" / "gpu-h100")
-    ap.add_argument("--cpu-dir", type=Path, default=REPO / "profiles")
-    ap.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "gpu-check.md")
-    ap.add_argument("--no-sim", action="store_true", help="skip part 4 (the simulations)")
-    ap.add_argument("--compare-dir", type=Path, help="another GPU's profiles, compared in part 5")
-    a = ap.parse_args()
-    a.gpu_dir, a.compare_dir = a.gpu_dir.resolve(), a.compare_dir and a.compare_dir.resolve()
-    from rich.progress import track
+def report(gpu_dir: Path | None = None, cpu_dir: Path | None = None, *, no_sim: bool = False,
+           compare_dir: Path | None = None, track=lambda jobs, description: jobs) -> str:
+    """The page: GPU profiles of ``gpu_dir`` (default: the packaged ``profiles/gpu-h100``) against the CPU ones
+    and ``calibration.yaml``; part 4 simulates (skipped with ``no_sim``), part 5 sets ``compare_dir``'s GPU
+    beside this one. :class:`GpuCheckError` when a folder holds no GPU profile."""
+    gpu_dir = (gpu_dir or packaged("profiles/gpu-h100")).resolve()
+    cpu_dir = cpu_dir or packaged("profiles")
+    compare_dir = compare_dir and compare_dir.resolve()
 
     def by_name(files) -> dict:  # keyed by the file's model name: vgg16-cifar10 is a vgg16 with options
         return {(f.name.rsplit("-b", 1)[0], p["batch_size"]): (f, p) for f in sorted(files) for p in [load(f)]}
 
-    gpu, cpu = by_name(a.gpu_dir.glob("*.json")), by_name(a.cpu_dir.glob("*-cpu.json"))
+    gpu, cpu = by_name(gpu_dir.glob("*.json")), by_name(cpu_dir.glob("*-cpu.json"))
     if not gpu:
-        sys.exit(f"no GPU profiles in {a.gpu_dir} (experiments/gpu/check.sh writes them)")
+        raise GpuCheckError(f"no GPU profiles in {gpu_dir} (scripts/gpu/check.sh writes them)")
     any_gpu = next(iter(gpu.values()))[1]["meta"]
     full = any_gpu.get("device_name", "GPU")
     name = full.replace("NVIDIA ", "").split()[0]  # "H100"
     tf32 = ("off: true FP32, as on the papers' K80, P4000, M60 and V100" if any_gpu.get("tf32") == [False, False]
             else "on (not the papers' FP32)")
     lines = [f"# The calibration against a lent GPU ({full})", "",
-             f"Generated by `python experiments/gpu_calibration_check.py` from `{_shown(a.gpu_dir)}/` "
+             f"Generated by `synclab calibrate gpu-check` from `{_shown(gpu_dir)}/` "
              f"(measured {any_gpu.get('date')}, torch {any_gpu.get('torch')}, CUDA {any_gpu.get('cuda')}, driver "
              f"{any_gpu.get('driver')}, TF32 {tf32}) and the checked-in CPU profiles (`profiles/*-cpu.json`, this VM). "
              f"The {name} is none of the papers' GPUs: it tests the calibration's steps (model-to-model ratios, the "
              "per-tensor shape replay keeps), it does not replace a paper's number. Replay keeps the CPU profiles "
-             f"by default; `SYNCLAB_MODEL_PROFILES_DIR={_shown(a.gpu_dir)}` replays these instead.", "",
+             f"by default; `SYNCLAB_MODEL_PROFILES_DIR={_shown(gpu_dir)}` replays these instead.", "",
              "## 1. Per model: CPU profile, GPU with per-layer sync, GPU whole iteration", "",
              "| model | batch | CPU fwd+bwd (s) | GPU fwd+bwd, synced per layer (ms) | GPU whole iteration (ms) "
              "| sync cost | CPU ÷ GPU |", "|---|---|---|---|---|---|---|"]
@@ -169,7 +170,7 @@ def main() -> None:
 
     import yaml
 
-    rows = yaml.safe_load((REPO / "profiles" / "calibration.yaml").read_text())["entries"]
+    rows = yaml.safe_load(packaged("profiles/calibration.yaml").read_text())["entries"]
     lines += [f"## 1b. Every calibration row against the {name}", "",
               "Each row of `profiles/calibration.yaml` with a GPU profile at its model and batch: the row's seconds "
               f"÷ the {name}'s whole iteration, i.e. how many times slower than the {name} the row makes the "
@@ -204,7 +205,7 @@ def main() -> None:
             continue
         fmt = lambda xs: " / ".join(f"{x:.0%}" for x in xs)  # noqa: E731
         lines.append(f"| {m} | {b} | {fmt(bytes_ready_at(c[1]))} | {fmt(bytes_ready_at(p))} |")
-    if not a.no_sim:
+    if not no_sim:
         lines += ["", "## 4. The shape's effect on the simulated iteration (same calibrated total)", "",
                   "`synclab simulate` with the calibrated seconds of `calibration.yaml` spread over the tensors by "
                   "the CPU profile (as the reproduction targets do) or by the GPU profile; mean iteration (s):", "",
@@ -216,11 +217,8 @@ def main() -> None:
             tc = simulate(sets, s, m, b, cf, sec / total(cp))
             tg = simulate(sets, s, m, b, gf, sec / total(gp))
             lines.append(f"| {lab} | {s} | {tc:.3f} | {tg:.3f} | {tg / tc:.3f} |")
-    if a.compare_dir:
-        lines += compare_section(gpu, name, by_name(a.compare_dir.glob("*.json")), a.compare_dir)
-    a.out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {a.out}")
+    if compare_dir:
+        lines += compare_section(gpu, name, by_name(compare_dir.glob("*.json")), compare_dir)
+    return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
-    main()
