@@ -9,7 +9,7 @@ system-deps:
 	@scripts/system-deps.sh
 
 run: venv
-	.venv/bin/synclab run examples/quickstart.yaml --out runs/quickstart
+	.venv/bin/synclab run quickstart --out runs/quickstart
 
 # The fast tier: lint, then tests/unit (no processes, no servers: tests/unit/conftest.py refuses them).
 check: lint unit

@@ -43,15 +43,18 @@ def zoo_jobs(models: list[str], primary_only: bool) -> list[tuple[str, int]]:
     return [(m, b) for m in models for b in PAPER_BATCHES[m][: 1 if primary_only else None]]
 
 
-def profile_in_processes(jobs: list[tuple[str, int]], opts: ZooOptions, log: Callable[[str], None] = print) -> list[str]:
-    """Each job in its own ``synclab profile`` process; returns the failed jobs."""
+def _todo(jobs: list[tuple[str, int]], opts: ZooOptions) -> list[tuple[str, int, str]]:
+    """(model, batch, output file) of the jobs to run: all, or those without a file with ``skip_existing``."""
     from synclab.compute.profile import profile_file_name
 
+    out = [(m, b, f"{opts.out_dir}/{profile_file_name(m, b, opts.device)}") for m, b in jobs]
+    return [j for j in out if not (opts.skip_existing and os.path.exists(j[2]))]
+
+
+def profile_in_processes(jobs: list[tuple[str, int]], opts: ZooOptions, log: Callable[[str], None] = print) -> list[str]:
+    """Each job in its own ``synclab profile`` process; returns the failed jobs."""
     failed = []
-    for model, batch in jobs:
-        out = f"{opts.out_dir}/{profile_file_name(model, batch, opts.device)}"
-        if opts.skip_existing and os.path.exists(out):
-            continue
+    for model, batch, out in _todo(jobs, opts):
         t0 = time.time()
         r = subprocess.run([sys.executable, "-m", "synclab", "profile", model, "--batch", str(batch), "--device",
                             opts.device, "--iterations", str(opts.iterations), "--warmup", str(opts.warmup),
@@ -69,7 +72,7 @@ def profile_in_process(jobs: list[tuple[str, int]], opts: ZooOptions, log: Calla
     rest go on. Returns the failed jobs."""
     import torch
 
-    from synclab.compute.profile import parse_model_profile, profile_file_name
+    from synclab.compute.profile import parse_model_profile
     from synclab.compute.profiler import measure_plain_iteration_seconds, measure_profile
 
     if opts.tf32 == "off":
@@ -77,10 +80,7 @@ def profile_in_process(jobs: list[tuple[str, int]], opts: ZooOptions, log: Calla
         torch.backends.cuda.matmul.allow_tf32 = False
     os.makedirs(opts.out_dir, exist_ok=True)
     failed = []
-    for model, batch in jobs:
-        out = f"{opts.out_dir}/{profile_file_name(model, batch, opts.device)}"
-        if opts.skip_existing and os.path.exists(out):
-            continue
+    for model, batch, out in _todo(jobs, opts):
         t0 = time.time()
         try:
             prof = measure_profile(model, batch_size=batch, device=opts.device, iterations=opts.iterations,
