@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from support.scripts import load_experiment
 from synclab.config import load_spec
 from synclab.report import load_run
 from synclab.sim.records import write_run
