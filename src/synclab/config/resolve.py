@@ -41,6 +41,6 @@ def resolve_compute(spec: Spec) -> tuple[Spec, list[str]]:
     notes.append(f"replaying {profile.label()}: {profile.iteration_seconds * 1e3:.1f} ms forward+backward"
                  + (f", x{spec.compute.scale:g} (compute.scale)" if spec.compute.scale != 1 else "")
                  + (f", dilation {spec.run.dilation:g}" if spec.run.dilation != 1 else ""))
-    from synclab.config.spec import parse_spec
+    from synclab.config.load import parse_spec
 
     return parse_spec(data), notes

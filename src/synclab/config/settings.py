@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from synclab.config.spec import parse_override
+from synclab.config.load import parse_override
 
 PREFIX = "SYNCLAB_"
 

@@ -1,20 +1,18 @@
 """The experiment spec: one validated model of cluster, network, model, data, strategy, compute, run.
 
 Specs are YAML files (``examples/quickstart.yaml``) plus ``dotted.key=value`` overrides
-(``synclab run --set``, the container's ``SYNCLAB_*`` variables), parsed by :func:`parse_override`
-alone. Every section rejects unknown keys; :func:`load_spec` raises :class:`SpecError` whose
-message names the file and the offending dotted key, so a bad spec stops before any process
-starts. Inner code receives :class:`Spec`, never raw dicts.
+(``synclab run --set``, the container's ``SYNCLAB_*`` variables), read by
+:mod:`synclab.config.load`. Every section rejects unknown keys; a :class:`SpecError` names the
+file and the offending dotted key, so a bad spec stops before any process starts. Inner code
+receives :class:`Spec`, never raw dicts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from synclab.units import parse_duration_s, parse_rate_bps, parse_size_bytes
 from synclab.wire.frames import auto_chunk_bytes
@@ -429,83 +427,3 @@ class Spec(_Section):
 
     def to_dict(self) -> dict:
         return self.model_dump(mode="json")
-
-
-def _format_errors(err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-"))
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key"
-        lines.append(f"{loc or '<spec>'}: {msg}")
-    return "; ".join(lines)
-
-
-Override = str | tuple[str, Any]
-"""``'dotted.key=value'`` as typed on a command line, or an already typed ``(dotted.key, value)``."""
-
-
-def parse_override(item: str) -> tuple[str, Any]:
-    """``'dotted.key=value'`` -> ``('dotted.key', value)``, the value read as a YAML scalar
-    (``3`` an int, ``null`` None, ``4gbit`` a string)."""
-    key, sep, raw = item.partition("=")
-    if not sep:
-        raise SpecError(f"override {item!r} must look like dotted.key=value")
-    key = key.strip()
-    _key_parts(key)
-    try:
-        return key, (yaml.safe_load(raw) if raw != "" else "")
-    except yaml.YAMLError:
-        raise SpecError(f"override {item!r}: the value is not valid YAML") from None
-
-
-def _key_parts(key: str) -> list[str]:
-    parts = key.split(".")
-    if not all(parts):
-        raise SpecError(f"override key {key!r} is malformed")
-    return parts
-
-
-def apply_overrides(data: dict, overrides: Iterable[Override]) -> dict:
-    """Set each overridden key in ``data`` (sections created as needed); returns ``data``."""
-    for item in overrides:
-        key, value = parse_override(item) if isinstance(item, str) else item
-        *sections, last = _key_parts(key)
-        node = data
-        for p in sections:
-            nxt = node.setdefault(p, {})
-            if not isinstance(nxt, dict):
-                raise SpecError(f"{key}: {p!r} is not a section")
-            node = nxt
-        node[last] = value
-    return data
-
-
-def parse_spec(data: dict | None, overrides: Iterable[Override] = ()) -> Spec:
-    data = apply_overrides(dict(data or {}), overrides)
-    try:
-        return Spec.model_validate(data)
-    except ValidationError as e:
-        raise SpecError(_format_errors(e)) from None
-    except KeyError as e:  # unknown strategy from the registry
-        raise SpecError(f"strategy.name: {e.args[0]}") from None
-
-
-def load_spec(path: str | Path, overrides: Iterable[Override] = ()) -> Spec:
-    """The one way a spec file becomes a :class:`Spec` (``synclab run`` and the container
-    entrypoint alike): the YAML file, then the overrides in order, validated.
-    A :class:`SpecError` names the file and the dotted key."""
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"spec file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise SpecError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: the spec must be a mapping of sections")
-    try:
-        return parse_spec(data, overrides)
-    except SpecError as e:
-        raise SpecError(f"{path}: {e}") from None
