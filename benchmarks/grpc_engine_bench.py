@@ -1,7 +1,7 @@
 """One gRPC data-plane stream, sync grpcio against grpc.aio: time and CPU per GB of each process (issue 12).
 
 SyncLab's data plane is sync grpcio: a client call consumes the link's frame generator on grpc's own
-request-consumer thread, and the server's handler runs in a thread pool and iterates the requests (README, "The
+request-consumer thread, and the server's handler runs in a thread pool and iterates the requests (CHANGELOG.md, "The
 data plane beside gloo": after the 4 MiB frames, about two thirds of the ring's CPU per GB is gRPC's threads
 and their hand-offs). This benchmark asks whether ``grpc.aio`` (one asyncio loop per process, no consumer or
 pool threads) moves the same bytes for less CPU or in less time, before any of SyncLab is rewritten for it.
@@ -31,7 +31,7 @@ its first write to the receiver's answer, the receiver from the call's arrival t
         [--engines socket,sync,aio,sync-handoff,aio-handoff] [--repeats 3] [--cycles 1] [--loopback] [--out runs/grpc-engine]
 
 Writes ``engines.json`` to ``--out`` when given. Result on the 2-core VM (2026-11-26): aio saves neither CPU nor
-time (README, "The data plane beside gloo", "grpc.aio instead of sync grpcio, measured").
+time (CHANGELOG.md, "The data plane beside gloo", "grpc.aio instead of sync grpcio, measured").
 """
 
 from __future__ import annotations

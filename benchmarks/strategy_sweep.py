@@ -1,6 +1,6 @@
 """Every strategy on the same shaped cluster, one after another: iteration time and the split into compute
 and non-overlapped communication (MG-WFBP Fig. 8's bars), the share of communication that compute hid
-(``communication_hidden``, measured from the wire: see README "Two figures about overlap"), plus
+(``communication_hidden``, measured from the wire: see docs/explanation/fidelity.md "Two figures about overlap"), plus
 throughput and bytes moved.
 
     python benchmarks/strategy_sweep.py [--spec examples/quickstart.yaml] [--rate 1gbit] [--workers 4]

@@ -58,8 +58,9 @@ class NetworkSpec(_Section):
     (``net.ipv4.tcp_notsent_lowat`` in each node's namespace or container; ``null``
     keeps the kernel's default, unbounded). Bytes already in a socket leave first in,
     first out, so a bound keeps the transport's priority order (P3 §4.2) from being
-    undone under kernel shaping; README "Priority under kernel shaping" has the
-    measurement behind the default.
+    undone under kernel shaping; docs/how-to/shape-links.md ("Keep priorities under
+    kernel shaping") says why, and CHANGELOG.md ("Priority across destinations and
+    under kernel shaping") has the measurement behind the default.
     """
 
     profile: str | dict[str, Any] | None = None

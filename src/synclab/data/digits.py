@@ -2,7 +2,8 @@
 
 The only real dataset every SyncLab machine has (``load_digits`` reads a file
 that comes with scikit-learn; nothing is downloaded), so it carries SyncLab's
-reduced accuracy experiments (README "Accuracy on a real dataset").
+reduced accuracy experiments (docs/how-to/reproduce-a-figure.md, "Accuracy on a real
+dataset"; results in docs/results/accuracy/).
 
 * A fixed stratified split, the same for every run seed: 360 test images
   (20 %, each class's share by largest remainder) and 1,437 training images.

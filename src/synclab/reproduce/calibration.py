@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 # Where the calibration table lives, from the package root (a checkout's profiles/ links there).
 CALIBRATION = "profiles/calibration.yaml"
 
-HOST_BUDGET_BPS = 1.5e9  # what the host may be asked to move at once (README: gRPC ~2.3-2.9 Gbit/s on 2 cores)
+# What the host may be asked to move at once (CHANGELOG.md "Link accuracy": gRPC ~2.3-2.9 Gbit/s on 2 cores).
+HOST_BUDGET_BPS = 1.5e9
 MAX_DILATION = 1000      # RunSpec.dilation's bound
 
 

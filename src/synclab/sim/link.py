@@ -22,8 +22,8 @@
   During a start-up the link has no flow, so the NICs it crosses go to the flows
   beside it (work-conserving, as an idle TCP connection leaves its share to the
   others): a larger ``a`` can deliver *another* link's message earlier, and a job
-  whose gates wait on such messages can get faster (issue 14, README
-  "## Simulation"; ``tests/unit/sim/test_network.py``).
+  whose gates wait on such messages can get faster (issue 14, docs/explanation/fidelity.md
+  "The simulator's host model"; ``tests/unit/sim/test_network.py``).
 """
 
 from __future__ import annotations

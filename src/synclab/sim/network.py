@@ -20,7 +20,8 @@ Model (the same picture as the emulator's transport over tc-shaped links):
 * With the host modelled, a shaped NIC also holds the emulator's shaper
   bucket (:class:`TokenBucket`): tbf passes a burst at host speed after an
   idle spell, so messages up to the bucket cost no wire time. It is what
-  lowers the emulator's fitted a below its start-up (README "## Simulation").
+  lowers the emulator's fitted a below its start-up (docs/explanation/fidelity.md,
+  "Shaper buckets").
 
 Loss is not modelled. Hot paths use SimPy timeouts with plain callbacks (no
 process generators) and count every event they schedule (``Network.events``).
@@ -55,11 +56,11 @@ class TokenBucket:
     tbf lets a packet through at the host's (veth) speed while its bucket holds tokens, and only then at the
     rate: tokens accrue at the rate up to ``burst_bits``. After an idle spell the first ``burst_bits`` of a
     transfer therefore cost no wire time (the emulator's ring fit sees messages up to the bucket almost free:
-    README "## Simulation", issue 14). Fluid version: tokens accrue at ``rate_bps`` while the NIC carries no
-    flow (a NIC that carries flows sends at its rate, which spends what accrues; a NIC held below its rate
-    by another bottleneck would accrue the difference: not modelled) and a flow starting on the NIC takes
-    what is there. ``burst_bits`` is :func:`synclab.transport.shaper.bucket_for` of the link as the launcher
-    shapes it (:func:`synclab.netem.dilation.dilate`: rate / D, ``kernel=True``), in the NIC's units.
+    docs/explanation/fidelity.md "Shaper buckets", issue 14). Fluid version: tokens accrue at ``rate_bps``
+    while the NIC carries no flow (a NIC that carries flows sends at its rate, which spends what accrues; a NIC
+    held below its rate by another bottleneck would accrue the difference: not modelled) and a flow starting on
+    the NIC takes what is there. ``burst_bits`` is :func:`synclab.transport.shaper.bucket_for` of the link as
+    the launcher shapes it (:func:`synclab.netem.dilation.dilate`: rate / D, ``kernel=True``), in the NIC's units.
     """
 
     __slots__ = ("rate_bps", "burst_bits", "tokens", "t")

@@ -37,7 +37,7 @@ from synclab.strategies.simmodel import ParameterServer, RingAllReduce, SimModel
 # The host was shared (load average 4.9 at the start of that batch). The 2026-11-24 fit gave 0.861 ms.
 DEFAULT_STARTUP_S = 0.000972
 # The emulator's data plane costs this many host CPU seconds per byte moved (all processes, sender and
-# receiver together). Source: README "### The data plane beside gloo", `benchmarks/allreduce_vs_gloo.py`
+# receiver together). Source: CHANGELOG.md "The data plane beside gloo", `benchmarks/allreduce_vs_gloo.py`
 # on this 2-core VM, 2026-11-24: SyncLab's ring all-reduce of ResNet-50's 102 MB over 1 Gbit/s tbf,
 # "CPU s/GB" 2.09 at 2 ranks and 2.09 at 4 ranks (all ranks' user+system over 2(N-1)·M·4 bytes sent).
 # Used only with ``host_cores`` (HostCpu, the emulator's host as a shared resource; off by default).
@@ -70,8 +70,8 @@ DEFAULT_TENSOR_S = {"per-tensor": 140e-6, "grouped": 120e-6}
 
 # The share of a link's rate that carries message bytes. The profiles' rate is the wire rate in L2 bytes
 # (netem/profiles/*.yaml: "wire rate, L2 bytes; TCP goodput ~0.957x"; tbf counts whole frames): a full
-# 1514-byte frame carries 1448 payload bytes (1500 MTU - 20 IP - 32 TCP with timestamps). README
-# "### The data plane beside gloo": `synclab netbench` measured SyncLab's stream at 0.956 Gbit/s on the
+# 1514-byte frame carries 1448 payload bytes (1500 MTU - 20 IP - 32 TCP with timestamps). CHANGELOG.md
+# "The data plane beside gloo": `synclab netbench` measured SyncLab's stream at 0.956 Gbit/s on the
 # 1gbit profile, = iperf3. 1448 / 1514 = 0.9564.
 PAYLOAD_SHARE = 1448 / 1514
 EVENT_CAP = 2_000_000  # per-tensor events and spans beyond this many rows are not recorded

@@ -62,8 +62,8 @@ def _common_options(chunk_bytes: int, keepalive_scale: float) -> list[tuple[str,
     return [
         ("grpc.max_send_message_length", limit),
         ("grpc.max_receive_message_length", limit),
-        # Whole chunks per HTTP/2 DATA frame with the fast links' 4 MiB chunks (http2_frame_bytes; README "The
-        # data plane beside gloo"). The wire contract (synclab.v1 frames) is untouched: this is HTTP/2 framing
+        # Whole chunks per HTTP/2 DATA frame with the fast links' 4 MiB chunks (http2_frame_bytes; CHANGELOG.md
+        # "The data plane beside gloo"). The wire contract (synclab.v1 frames) is untouched: this is HTTP/2 framing
         # below it.
         *([("grpc.http2.max_frame_size", frame)] if frame else []),
         ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME_MS * keepalive_scale)),

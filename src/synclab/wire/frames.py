@@ -44,7 +44,7 @@ def auto_chunk_bytes(rate_bps: float | None, dilation: float = 1.0) -> int:
 
     Why: on a fast link the data plane is CPU-bound and part of its cost is per frame (a thread handoff on each
     side of every gRPC message, the scheduler, the reassembler): 4 MiB frames cut the ring all-reduce's CPU per
-    GB by about a quarter (README "The data plane beside gloo", session 11). On a shaped link the frame is the
+    GB by about a quarter (CHANGELOG.md, "The data plane beside gloo"). On a shaped link the frame is the
     step at which a more urgent message overtakes (P3 §4.2), so it stays 1 MiB there: at 1 Gbit/s 1 MiB is 8 ms
     of the link, and every reproduction target keeps the frames it was measured with."""
     if rate_bps is None or rate_bps / dilation >= FAST_LINK_BPS:

@@ -5,7 +5,7 @@ In the suite each target runs the smallest form that still exercises it end to e
 point (each target puts its cheapest point first), an emulated one cut to two iterations (one warm-up, one measured: enough to
 write every record and judge every claim, too few to trust a number) and to dilation D ≤ 8 (``--max-dilation``;
 the rule's D = 64 made MG-WFBP Fig. 9's ResNet-152 point 228 s, capped 41 s), about a minute or less on the 2-core VM;
-``synclab reproduce TARGET --quick`` (README "Reproducing the papers") runs the whole quick form, and without
+``synclab reproduce TARGET --quick`` (docs/how-to/reproduce-a-figure.md) runs the whole quick form, and without
 ``--quick`` the full one."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The simulator-vs-emulator comparison (``synclab validate grid``, issue 14 item 3) runs end to end in its smallest form: one strategy, one
 point, the emulator (real processes and links) and the simulator on the same spec. Only that it ran and wrote
-its files is asserted; the ratio is a validation figure (README "Simulation"), not a test's."""
+its files is asserted; the ratio is a validation figure (docs/results/validation.md), not a test's."""
 
 import csv
 import subprocess

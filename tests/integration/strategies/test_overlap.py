@@ -2,8 +2,8 @@
 
 The quick-start cluster (smallcnn, 2 workers, 2 shards) on a 100 Mbit/s link, so
 that communication is long beside compute and the strategies differ clearly:
-measured on the 2-core VM (netns, tbf, 2 workers, 20 iterations; README "Two
-figures about overlap"), synceasgd hid 1 %, wfbp 6 %, ps 3 % and p3 9 % (at
+measured on the 2-core VM (netns, tbf, 2 workers, 20 iterations; docs/explanation/fidelity.md,
+"Two figures about overlap"), synceasgd hid 1 %, wfbp 6 %, ps 3 % and p3 9 % (at
 1 Gbit/s 10, 57, 32 and 68 %). The bounds are one-sided.
 """
 

@@ -202,8 +202,8 @@ def test_concurrent_start_ups_share_the_host_cores():
 
 def test_a_ring_of_eight_on_two_cores_fits_four_times_the_start_up_of_two():
     # the emulator's fitted a grows with its process count on the same cores (0.97 ms at 2 workers,
-    # 3.3 ms at 8, README "Simulation"): with the host modelled, the ring's 2(N-1) start-ups per all-reduce
-    # run at cores / N of a core each
+    # 3.3 ms at 8, CHANGELOG.md "Simulator: start-up, host-CPU model and scale"): with the host modelled,
+    # the ring's 2(N-1) start-ups per all-reduce run at cores / N of a core each
     fits = {}
     for n in (2, 8):
         spec = load_spec(QUICKSTART, [*BASE, "strategy.name=mgwfbp", "strategy.profile_iterations=1",

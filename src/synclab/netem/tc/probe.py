@@ -20,7 +20,7 @@ from synclab.netem.tc.runner import Runner, ShapingError, run_cmd
 
 Backend = Literal["netem", "htb", "tbf", "app", "none"]
 KERNEL_FEATURES = ("netem", "htb", "tbf", "ifb")
-# Preference order for rate-only shaping, measured side by side on a 2-core host (README table):
+# Preference order for rate-only shaping, measured side by side on a 2-core host (CHANGELOG.md, "Link accuracy"):
 # tbf and htb are equally accurate up to 1 Gbit/s; above, htb kept closer to the rate (2 Gbit/s:
 # 0.962 vs 0.938 and 0.942 vs 0.870 of the rate on two machines), so it goes first there.
 RATE_BACKENDS = ("tbf", "htb")
