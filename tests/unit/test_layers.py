@@ -10,6 +10,7 @@ is a dependency a reader has to follow.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -193,6 +194,19 @@ def test_the_walk_sees_an_upward_import():
     assert any(t.startswith("synclab.roles") for t, _ in GRAPH["synclab.cli.run"])  # imported inside run()
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert layer_of("synclab.cli.run") > layer_of("synclab.roles.launcher") > layer_of("synclab.core")
+
+
+def test_the_architecture_page_states_the_same_layers():
+    """docs/explanation/architecture.md's table names, per layer, the packages this table puts there."""
+    page = (SRC.parent / "docs" / "explanation" / "architecture.md").read_text()
+    stated: dict[int, set[str]] = {}
+    for row in re.finditer(r"^\| (\d) \| ([^|]+) \|", page, re.M):
+        stated[int(row.group(1))] = set(re.findall(r"`([\w.]+)`", row.group(2)))
+    here: dict[int, set[str]] = {}
+    for prefix, layer in LAYERS.items():
+        if prefix not in ("synclab", "synclab.__main__"):
+            here.setdefault(layer, set()).add(prefix.removeprefix("synclab."))
+    assert stated == here
 
 
 @pytest.mark.parametrize("module", ["synclab.wire.generated.synclab_pb2"])
