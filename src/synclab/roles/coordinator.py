@@ -31,6 +31,8 @@ from synclab.wire.channels import bind, make_server
 log = logging.getLogger(__name__)
 
 ROLE_PREFIX = {pb.WORKER: "worker", pb.PS: "ps"}
+# How long a control command (`synclab shape`) waits for every node's answer: at least this, or ten heartbeats.
+COMMAND_ANSWER_MIN_S = 10.0
 
 
 @dataclass
@@ -275,7 +277,7 @@ class CoordinatorService(rpc.CoordinatorServicer):
             except Exception as e:
                 log.exception("coordinator: reshape of its own link failed")
                 failures.append(f"coordinator: {e}")
-        wait_s = max(10.0, 10 * self.job.heartbeat_s)
+        wait_s = max(COMMAND_ANSWER_MIN_S, 10 * self.job.heartbeat_s)
         with self.cv:
             self.cv.wait_for(lambda: len(results) == len(nodes), timeout=wait_s)
             del self.job.command_results[cmd.id]

@@ -3,6 +3,7 @@ the command answers once all did. The coordinator's own link (a container, a net
 a role or another node was named. A change the backend cannot make is refused up front (exit 2)."""
 
 import json
+import time
 
 import pytest
 
@@ -61,11 +62,16 @@ def test_a_reshape_that_fails_on_a_node_fails_the_command(tmp_path, nodes):
     assert (tmp_path / "network-changes.csv").read_text().splitlines()[1].endswith(",worker0,ps0")
 
 
-def test_a_node_that_never_answers_fails_the_command(tmp_path, nodes):
+def test_a_node_that_never_answers_fails_the_command(tmp_path, nodes, monkeypatch):
+    import synclab.roles.coordinator
+
+    monkeypatch.setattr(synclab.roles.coordinator, "COMMAND_ANSWER_MIN_S", 1.0)  # ten heartbeats are 0.5 s here
     svc = service(tmp_path, None)
     nodes(svc, names=("worker0",))
+    t0 = time.monotonic()
     reply = shape(svc)
-    assert not reply.accepted and "ps0: no answer within" in reply.message
+    assert not reply.accepted and "ps0: no answer within 1 s" in reply.message
+    assert 1.0 <= time.monotonic() - t0 < 5.0
     assert svc.job.commands.get("ps0") == []  # withdrawn: it must not apply it later
 
 
