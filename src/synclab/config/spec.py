@@ -63,13 +63,25 @@ class NetworkSpec(_Section):
     under kernel shaping") has the measurement behind the default.
     """
 
-    profile: str | dict[str, Any] | None = None
-    rate: str | int | None = None
-    delay: str | float | None = None
+    profile: str | dict[str, Any] | None = Field(
+        None, description="a link profile by name (`synclab profiles` lists them, a user's directory included) "
+                          "or an inline mapping of one; null with rate and delay null: unshaped links")
+    rate: str | int | None = Field(
+        None, description="shortcut for an egress-only inline profile: the link rate (e.g. 1gbit, or bit/s as an "
+                          "integer); not together with profile")
+    delay: str | float | None = Field(
+        None, description="shortcut for an egress-only inline profile: one-way delay (e.g. 5ms, or seconds as a "
+                          "number); not together with profile")
     isolation: Literal["auto", "none", "netns", "docker"] = "auto"
-    interface: str = "eth0"
-    backend: Literal["auto", "netem", "htb", "tbf", "app", "none"] = "auto"
-    app_shaping: list[Literal["rate", "delay", "jitter"]] = Field(default_factory=list)
+    interface: str = Field("eth0", description="the network device a node shapes inside its namespace or container "
+                                               "(tc qdiscs go on it; `synclab shape` reshapes it)")
+    backend: Literal["auto", "netem", "htb", "tbf", "app", "none"] = Field(
+        "auto", description="what shapes the links: a tc qdisc (netem, htb, tbf), the transport itself (app) or "
+                            "nothing (none); auto: the launcher picks what the profile needs and this machine has, "
+                            "and writes its choice here")
+    app_shaping: list[Literal["rate", "delay", "jitter"]] = Field(
+        default_factory=list, description="what the transport emulates itself because the kernel backend cannot "
+                                          "(e.g. delay without netem); filled in by the launcher")
     tcp_notsent_lowat: int | None = Field(default=128 << 10, ge=1)
 
     @field_validator("rate")
@@ -128,9 +140,12 @@ class NetworkSpec(_Section):
 
 
 class ModelSpec(_Section):
-    name: str = "smallcnn"
+    name: str = Field("smallcnn", description="a model of the zoo (synclab.models.MODEL_NAMES); an unknown name "
+                                              "is refused with the known ones listed")
     batch_size: int = Field(32, ge=1, le=1 << 16)
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, Any] = Field(default_factory=dict, description="keyword options of the model's builder "
+                                                                      "(synclab.models); an unknown option is "
+                                                                      "refused with the model's options listed")
 
     @field_validator("name")
     @classmethod
@@ -145,8 +160,12 @@ class ModelSpec(_Section):
 class DataSpec(_Section):
     """``digits`` is scikit-learn's 1,797 real 8x8 images (1,437 train / 360 held out, :mod:`synclab.data.digits`)."""
 
-    name: Literal["synthetic", "cifar10", "digits"] = "synthetic"
-    root: str | None = None
+    name: Literal["synthetic", "cifar10", "digits"] = Field(
+        "synthetic", description="the training data: synthetic (seeded random tensors of the model's input shape), "
+                                 "cifar10 (the CIFAR-10 python batches under root) or digits (scikit-learn's, "
+                                 "shipped)")
+    root: str | None = Field(None, description="cifar10 only: the folder holding the extracted CIFAR-10 python "
+                                               "batches; refused for the other datasets")
     size: int | None = Field(None, ge=1, description="training samples to use; None: 50,000 (synthetic, cifar10) "
                                                      "or the whole training split (digits)")
 
@@ -215,8 +234,11 @@ class ComputeSpec(_Section):
     model, or of their FP32 throughputs when only datasheets are at hand).
     """
 
-    mode: Literal["real", "replay"] = "real"
-    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    mode: Literal["real", "replay"] = Field("real", description="real: PyTorch forward/backward; replay: the "
+                                                                 "profile's per-tensor times, no model math")
+    device: Literal["cpu", "cuda", "auto"] = Field("cpu", description="where a worker computes; auto: cuda when "
+                                                                      "torch sees a CUDA device, else cpu; cuda "
+                                                                      "without one is an error")
     threads: int = Field(1, ge=1, le=256, description="torch intra-op threads per worker process")
     profile: str | dict[str, Any] | None = None
     scale: float = Field(1.0, gt=0, le=1e4)
@@ -251,7 +273,10 @@ class TransportSpec(_Section):
     chunk_bytes: int | str = Field("auto", description="frame payload in bytes (or a size like 1MiB); auto: "
                                                         "4 MiB on unshaped links or links of 10 Gbit/s or more "
                                                         "(after run.dilation), else 1 MiB")
-    queue_bytes: int | str = 64 << 20
+    queue_bytes: int | str = Field(64 << 20, description="bytes a node may hold queued for one peer (or a size "
+                                                         "like 64MiB) before its sender waits, so memory stays "
+                                                         "bounded on slow links; also sizes the largest message a "
+                                                         "peer accepts")
     tls: bool = Field(False, description="mutual TLS on every gRPC connection: the local launcher makes a CA for "
                                          "the job (run_dir/tls); elsewhere SYNCLAB_TLS_DIR names the files "
                                          "(synclab tls init)")
@@ -280,8 +305,13 @@ class TransportSpec(_Section):
 class RunSpec(_Section):
     iterations: int = Field(20, ge=1)
     warmup: int = Field(2, ge=0)
-    seed: int = 0
-    check_params: bool = False
+    seed: int = Field(0, description="seeds the model's initial parameters, the dataset's sampling, the plans' "
+                                     "random choices (e.g. the ps baseline's shard of each small tensor) and the "
+                                     "simulator's jitter")
+    check_params: bool = Field(False, description="after each iteration's sync every worker records a checksum of "
+                                                  "its parameters (iterations.csv params_checksum), so workers "
+                                                  "that should agree can be compared; costs one wait per "
+                                                  "iteration")
     heartbeat_s: float = Field(1.0, gt=0)
     heartbeat_timeout_s: float = Field(30.0, gt=0)
     connect_timeout_s: float = Field(30.0, gt=0)
@@ -323,7 +353,8 @@ class RunSpec(_Section):
 
 
 class Spec(_Section):
-    name: str = "experiment"
+    name: str = Field("experiment", description="the experiment's name, carried into its run "
+                                                 "records (summary.json name)")
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     model: ModelSpec = Field(default_factory=ModelSpec)
