@@ -30,7 +30,7 @@ def ring_goodput(csvs: list[Path] = typer.Argument(..., help="allreduce.csv file
     from rich.table import Table
 
     from synclab.calibrate.ring_goodput import calibrate, write_csv
-    from synclab.netem.profile import ProfileError
+    from synclab.linkprofile import ProfileError
     from synclab.resources import checkout
 
     for p in csvs:
