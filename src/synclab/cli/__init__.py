@@ -13,6 +13,7 @@ import os
 import typer
 
 from synclab.cli import calibrate as _calibrate
+from synclab.cli import chaos as _chaos
 from synclab.cli import cleanup as _cleanup
 from synclab.cli import compose_env as _compose_env
 from synclab.cli import coordinator as _coordinator
@@ -71,6 +72,7 @@ app.add_typer(tls_app, name="tls")
 tls_app.command("init")(_tls.tls_init)
 
 app.command("load")(_load.load)
+app.command("chaos")(_chaos.chaos)
 
 dashboards_app = typer.Typer(no_args_is_help=True, help="The Grafana dashboards without Grafana: render them "
                                                          "from a live Prometheus.")
