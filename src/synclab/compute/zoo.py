@@ -51,7 +51,8 @@ def _todo(jobs: list[tuple[str, int]], opts: ZooOptions) -> list[tuple[str, int,
     return [j for j in out if not (opts.skip_existing and os.path.exists(j[2]))]
 
 
-def profile_in_processes(jobs: list[tuple[str, int]], opts: ZooOptions, log: Callable[[str], None] = print) -> list[str]:
+def profile_in_processes(jobs: list[tuple[str, int]], opts: ZooOptions,
+                         log: Callable[[str], None] = print) -> list[str]:
     """Each job in its own ``synclab profile`` process; returns the failed jobs."""
     failed = []
     for model, batch, out in _todo(jobs, opts):
@@ -67,7 +68,8 @@ def profile_in_processes(jobs: list[tuple[str, int]], opts: ZooOptions, log: Cal
     return failed
 
 
-def profile_in_process(jobs: list[tuple[str, int]], opts: ZooOptions, log: Callable[[str], None] = print) -> list[str]:
+def profile_in_process(jobs: list[tuple[str, int]], opts: ZooOptions,
+                       log: Callable[[str], None] = print) -> list[str]:
     """Every job in this process (one CUDA start-up); a job that fails (out of memory, say) is reported and the
     rest go on. Returns the failed jobs."""
     import torch
@@ -93,7 +95,8 @@ def profile_in_process(jobs: list[tuple[str, int]], opts: ZooOptions, log: Calla
             Path(out).write_text(parse_model_profile(data, source=out).to_json())
             plain = data["meta"].get("plain_iteration_seconds", {}).get("median")
             log(f"{model} b{batch}: ok in {time.time() - t0:.0f} s; forward {prof.forward_seconds * 1e3:.2f} ms, "
-                f"backward {prof.backward_seconds * 1e3:.2f} ms" + (f", plain iteration {plain * 1e3:.2f} ms" if plain else ""))
+                f"backward {prof.backward_seconds * 1e3:.2f} ms"
+                + (f", plain iteration {plain * 1e3:.2f} ms" if plain else ""))
         except (RuntimeError, ValueError) as e:  # torch.cuda.OutOfMemoryError is a RuntimeError
             log(f"{model} b{batch}: FAILED in {time.time() - t0:.0f} s: {str(e).splitlines()[0]}")
             failed.append(f"{model} b{batch}")
@@ -102,7 +105,8 @@ def profile_in_process(jobs: list[tuple[str, int]], opts: ZooOptions, log: Calla
     return failed
 
 
-def add_update_seconds(jobs: list[tuple[str, int]], opts: ZooOptions, log: Callable[[str], None] = print) -> None:
+def add_update_seconds(jobs: list[tuple[str, int]], opts: ZooOptions,
+                       log: Callable[[str], None] = print) -> None:
     """Fill ``update_seconds`` into existing profiles measured before the format had it (said in their meta)."""
     import datetime
 

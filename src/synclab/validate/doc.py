@@ -265,7 +265,8 @@ def ring_section(name: str, paths: list[Path]) -> list[str]:
 
 
 def calibrated_section(name: str, path: Path) -> list[str]:
-    """``synclab calibrate ring-goodput``'s table: the share that makes the simulated ring alone take its measured time."""
+    """``synclab calibrate ring-goodput``'s table: the share that makes the simulated ring alone take its measured
+    time."""
     rows = list(csv.DictReader(path.open()))
     lines = [f"## `{name}`: the simulator's ring-goodput input (`{path.name}`)", "",
              "Each measured ring simulated with the host model (`synclab.sim.run.simulate_ring`, 2 cores) at the "
