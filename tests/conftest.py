@@ -30,7 +30,7 @@ class CiSkip(NamedTuple):
 
 ALLOWED_CI_SKIPS: list[CiSkip] = [
     CiSkip("tests/gpu/*", r"needs a CUDA GPU",
-           "CI machines have no GPU; experiments/gpu/check.sh runs these tests on a lent GPU"),
+           "CI machines have no GPU; scripts/gpu/check.sh runs these tests on a lent GPU"),
     CiSkip("tests/integration/netem/test_launcher_netns.py::test_loss_without_netem_is_refused",
            r"this kernel has netem",
            "the refusal it tests exists only on kernels without sch_netem; with netem the loss is applied "
