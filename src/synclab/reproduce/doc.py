@@ -103,7 +103,7 @@ def _points_table(out: Path, axes: list[str]) -> list[str]:
         rows = list(csv.DictReader(f))
     cols = [c for c in SHOWN if any(r.get(c) not in (None, "") for r in rows)]
     load = any(r.get("host_load") for r in rows)  # the host's load at a point's end (newer records only)
-    busy = any(r.get("host_busy") for r in rows)  # how busy its cores were (emulated points from session 18)
+    busy = any(r.get("host_busy") for r in rows)  # how busy its cores were (emulated points from 2026-11-27 on)
     tail = ["host s", *(["load"] if load else []), *(["busy"] if busy else [])]
     lines = ["Measured points (`points.csv`; times in emulated or simulated seconds"
              + ("; load: the host's 1-minute load average when the point ended, 2 cores" if load else "")

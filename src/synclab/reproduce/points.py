@@ -177,9 +177,9 @@ def run_emulated(target: Target, root: Path, point: Point, run_dir: Path, log: C
             row.update(util)
             extra.update(trace)
     # The final parameters of a replayed model are no result of a reproduction, and at 100-250 MB per point
-    # (ResNet-50 to ResNet-152) a sweep's params.pt files filled this VM's disk (session 12); the records stay.
+    # (ResNet-50 to ResNet-152) a sweep's params.pt files filled this VM's disk (2026-11-26); the records stay.
     (run_dir / "params.pt").unlink(missing_ok=True)
-    busy = (summary.get("host_cpu") or {}).get("busy_fraction")  # how busy the host's cores were (session 18 on)
+    busy = (summary.get("host_cpu") or {}).get("busy_fraction")  # how busy the host's cores were (records from 2026-11-27 on)
     return {"metrics": row, "extra": extra, **({"host_busy": busy} if busy is not None else {})}
 
 

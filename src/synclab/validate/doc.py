@@ -175,7 +175,7 @@ def grid_as_it_stands(d: Path, listing: Path, png_rel: str | None) -> tuple[list
              f"{total} points — each point from the newest record that has it among those "
              f"`docs/validation/grid.csv` lists. **{len(points)} of {total} points measured, {within} of them "
              "within ±10 %**; an empty cell is a point not yet emulated. Cells: simulated ÷ emulated (bold within "
-             "±10 %), the record. A record from session 22 on compares `asgd` and `ssdsgd`, whose workers do not "
+             "±10 %), the record. A record made with code 6e7ef17 or later compares `asgd` and `ssdsgd`, whose workers do not "
              "wait for one another every iteration, at the mean worker's iteration (`pace: own` in "
              "`summary.json`); older records took the slowest worker's for every strategy.", "",
              "| strategy | rate | model | " + " | ".join(f"{w} workers" for w in GRID_WORKERS) + " |",

@@ -42,7 +42,7 @@ def _summary(out: Path, cmd: list[str], *, redo: bool = False) -> dict:
 
 def iteration_mean(run: Path, summary: dict) -> tuple[float, str]:
     """A run's mean cluster iteration time and its pace, computed again from its ``iterations.csv`` by
-    :func:`synclab.report.compute_summary` with the strategy's ``lockstep``: runs recorded before session 22
+    :func:`synclab.report.compute_summary` with the strategy's ``lockstep``: runs recorded before code 6e7ef17
     summarized every strategy at the slowest worker's pace, the asynchronous ones (``asgd``, ``ssdsgd``) too."""
     from synclab.report import compute_summary
     from synclab.strategies import registry
@@ -84,7 +84,7 @@ def _provenance(emu_dir: Path, summary: dict) -> dict:
     """When the emulated point ran (``started_at``, wall seconds), the host's 1-minute load average when it
     ended (written beside its records the first time, read back when the point is reused), and how busy the host's
     cores were over its measured iterations (``host_cpu`` of its summary, :mod:`synclab.metrics.hostcpu`; runs
-    before session 18 have none)."""
+    before the records of 2026-11-27 have none)."""
     load = emu_dir / LOAD_FILE
     if not load.exists():
         load.write_text(Path("/proc/loadavg").read_text().split()[0] + "\n")
