@@ -5,8 +5,8 @@ iterations (Lin et al., "Don't Use Large Mini-Batches, Use Local SGD", ICLR 2020
 A hook-only strategy: the engine runs forward and backward; on each gradient the worker applies its own
 momentum-SGD step to that tensor (``ctx.sgd_``). In an iteration t with t mod H != 0 the tensor's gate
 opens at once: no byte leaves the worker. In an iteration with t mod H == 0, after the last gradient the
-workers ring-all-reduce the whole flattened model and divide by N (w ← (1/N) Σ_k w_k), and only then
-open the gates. Momentum buffers stay local (Lin et al. keep them local too). After the last iteration
+workers ring-all-reduce the whole model and divide by N (w ← (1/N) Σ_k w_k), and only then open the
+gates. The parameters live in one flat buffer (``setup``), so the all-reduce works on it in place. Momentum buffers stay local (Lin et al. keep them local too). After the last iteration
 (``on_train_end``) the parameters are averaged once more if the last iteration was not an averaging one,
 so the saved model is the average.
 
@@ -83,9 +83,21 @@ class LocalSgd(Strategy):
         self._next = (ctx.rank + 1) % ctx.world
         self._prev_name = ctx.worker_names.get((ctx.rank - 1) % ctx.world, "")
         self._last = (0, True)  # (last iteration, whether it averaged)
+        self._flat: torch.Tensor | None = None  # every parameter is a view of this buffer after setup()
 
     def peers(self):
         return {self._next} if self.ctx.world > 1 else set()
+
+    def setup(self):
+        """Move the parameters into one flat buffer (each parameter a view of its slice), so that averaging
+        all-reduces that buffer in place: no flattening copy before the ring and none back after it."""
+        with torch.no_grad():
+            self._flat = torch.cat([t.detach().reshape(-1) for t in self.ctx.tensors])
+            offset = 0
+            for t in self.ctx.tensors:
+                n = t.numel()
+                t.data = self._flat[offset:offset + n].view_as(t)
+                offset += n
 
     def on_gradient(self, iteration, index, grad):
         c = self.ctx
@@ -107,15 +119,9 @@ class LocalSgd(Strategy):
             self._average(iteration, key="localsgd.final")
 
     def _average(self, iteration: int, key: str = "localsgd.params") -> None:
-        """w ← (1/N) Σ_k w_k: one ring all-reduce of the flattened model (MG-WFBP Table 2 "Ring")."""
+        """w ← (1/N) Σ_k w_k: one ring all-reduce of the flat parameter buffer (MG-WFBP Table 2 "Ring")."""
         c = self.ctx
         with torch.no_grad():
-            flat = torch.cat([t.detach().reshape(-1) for t in c.tensors])
-            ring_allreduce_(flat, rank=c.rank, world=c.world, key=key, iteration=iteration,
+            ring_allreduce_(self._flat, rank=c.rank, world=c.world, key=key, iteration=iteration,
                             to_next=c.peer_links.get(self._next), inbox=c.inbox, prev_name=self._prev_name)
-            flat.div_(c.world)
-            offset = 0
-            for t in c.tensors:
-                n = t.numel()
-                t.data.copy_(flat[offset:offset + n].view_as(t))
-                offset += n
+            self._flat.div_(c.world)
