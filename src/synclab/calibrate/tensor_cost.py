@@ -69,7 +69,10 @@ def measure(model: str, batch: int, scale: float, dilation: float, iterations: i
                         lr=spec.optimizer.lr, momentum=spec.optimizer.momentum,
                         weight_decay=spec.optimizer.weight_decay, seed=spec.run.seed, mark_fresh=engine.mark_fresh,
                         inbox=None, record_event=engine.events.record, update=engine.update)
-    watch = _Stopwatch(registry.get(strategy)(ctx), at_backward_end=strategy != "wfbp")
+    cls = registry.get(strategy)
+    # the grouped path (SimModel.host_path) does its per-tensor work after backward; the per-tensor one during it
+    grouped = cls.sim_model is not None and cls.sim_model.host_path == "grouped"
+    watch = _Stopwatch(cls(ctx), at_backward_end=grouped)
     engine.attach(watch)
     n = len(names)
     shares = sum(engine.update_s) if engine.update_s is not None else 0.0

@@ -20,13 +20,31 @@ SRC = Path(__file__).parents[3] / "src" / "synclab"
 BUILT_IN = {"local", "ps", "wfbp", "synceasgd", "mgwfbp", "mgwfbp-opt", "p3", "p3-slicing", "ssdsgd", "asgd",
             "stanza"}
 
-# A string outside strategies/ equal to a strategy name is allowed only where it names something else:
-# the papers' planner commands (`synclab plan mgwfbp`, `synclab plan stanza`) are command names.
+# A strategy name as a string outside strategies/ is a defect: a comparison with one anywhere (dispatch on a
+# name), any other use except where the string names something else:
+# - the papers' planner commands (`synclab plan mgwfbp`, `synclab plan stanza`) are command names;
 COMMAND_NAMES = {("cli/__init__.py", "mgwfbp"), ("cli/__init__.py", "stanza"), ("cli/plan.py", "mgwfbp")}
-# Names that are also other words: "ps" is the parameter-server role and service (node "ps0", role "ps",
-# the "ps" stream), "local" an ordinary word (iproute2's "local" address, the local launcher). Allowed
-# except on a line that speaks of a strategy.
+# - modules that define experiments to run (which strategies a calibration runs, like a spec file);
+EXPERIMENTS = ("calibrate/",)
+# - words with other meanings: "ps" is the parameter-server role and service (node "ps0", role "ps", the
+#   "ps" stream), "local" an ordinary word (iproute2's "local" address, the local launcher): allowed
+#   except on a line that speaks of a strategy.
 OTHER_MEANINGS = {"ps", "local"}
+
+
+def _compared(tree) -> set[int]:
+    """ids of the string constants compared with something (==, !=, in, not in; alone or in a tuple/list/set)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                for sub in ast.walk(side):
+                    if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                        out.add(id(sub))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("startswith", "endswith"):
+            out.update(id(sub) for a in node.args for sub in ast.walk(a) if isinstance(sub, ast.Constant))
+    return out
 
 
 @pytest.fixture
@@ -84,17 +102,33 @@ def test_no_strategy_name_outside_the_strategies_package():
         if rel.startswith(("strategies/", "examples/")) or "/generated/" in rel:  # examples: plugins, docs
             continue
         lines = path.read_text().splitlines()
-        for node in ast.walk(ast.parse("\n".join(lines))):
+        tree = ast.parse("\n".join(lines))
+        compared = _compared(tree)
+        for node in ast.walk(tree):
             if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names):
                 continue
             line = lines[node.lineno - 1]
-            if (rel, node.value) in COMMAND_NAMES:
-                continue
             if node.value in OTHER_MEANINGS and "strateg" not in line.lower():
+                continue
+            if id(node) not in compared and ((rel, node.value) in COMMAND_NAMES or rel.startswith(EXPERIMENTS)):
                 continue
             found.append(f"{rel}:{node.lineno}: {line.strip()}")
     assert not found, "strategy names outside synclab/strategies (declare a property on the class instead):\n" + \
         "\n".join(found)
+
+
+def test_the_name_check_catches_dispatch_on_a_name(tmp_path, monkeypatch):
+    pkg = tmp_path / "synclab"
+    (pkg / "calibrate").mkdir(parents=True)
+    (pkg / "calibrate" / "x.py").write_text('def f(s):\n    return s == "wfbp"\n')
+    monkeypatch.setattr(sys.modules[__name__], "SRC", pkg)
+    with pytest.raises(AssertionError, match='calibrate/x.py:2: return s == "wfbp"'):
+        test_no_strategy_name_outside_the_strategies_package()
+    (pkg / "calibrate" / "x.py").write_text('RUNS = ["wfbp", "mgwfbp"]\n')  # an experiment's list: allowed
+    test_no_strategy_name_outside_the_strategies_package()
+    (pkg / "sim.py").write_text('RING = ("wfbp", "synceasgd")\n')
+    with pytest.raises(AssertionError, match="sim.py:1"):
+        test_no_strategy_name_outside_the_strategies_package()
 
 
 def test_no_name_tables_in_the_simulator():
