@@ -269,7 +269,7 @@ def measure_ps(link: str, out: Path, workers: int = 4, shards: int = 2, iteratio
            "quickstart.yaml"), "--out", str(run_dir), "--no-report"]
     for s in ("strategy.name=ps", "model.name=resnet50", "compute.mode=replay", "compute.scale=0.001",
               f"cluster.workers={workers}", f"cluster.ps_shards={shards}", f"run.iterations={iterations}",
-              "run.warmup=2", "network.isolation=netns",
+              "run.warmup=2", "network.isolation=netns", "run.dilation=1",  # the host's own PS path, undilated
               *(("network.rate=null", "network.delay=null") if link == "unshaped" else (f"network.rate={link}",))):
         cmd += ["--set", s]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)

@@ -42,6 +42,7 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML), or a pack
         cluster = LocalCluster(s, run_dir, isolation=net.isolation)
     console.print(f"[bold]{s.name}[/]: strategy [cyan]{s.strategy.name}[/], model {s.model.name}, "
                   f"{s.n_workers} worker(s), {s.n_ps} PS shard(s), {net.describe()} -> {run_dir}")
+    console.print(f"  {job.dilation.describe()}")
     for note in job.notes:
         console.print(f"  note: {note}")
     try:

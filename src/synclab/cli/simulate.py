@@ -126,9 +126,12 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
         payload = results[0][1] if not key else [{key: v, **s} for v, s, _ in results]
         typer.echo(json.dumps(payload, indent=2, default=str))
         return
+    from synclab.report.table import iterations_text
+
     for value, s, run_dir in results:
         it = s["iteration_seconds"]
         console.print(f"{(key + '=' + value + ': ') if key else ''}{s['strategy']} {s['model']} x{s['workers']}: "
                       f"mean iteration {it['mean'] * 1e3:.1f} ms, {s['throughput_samples_per_s']:.1f} samples/s "
                       f"(simulated); {s['events_simulated']:,} events in {s['wall_seconds']:.2f} s = "
                       f"{s['events_per_second']:,.0f} events/s -> {run_dir}")
+        console.print(f"  iterations: {iterations_text(s)}")

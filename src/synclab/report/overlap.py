@@ -32,6 +32,8 @@ import csv
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from synclab.report.records import measured_iterations
+
 Interval = tuple[float, float]
 COLUMNS = ["worker", "iteration", "communicating_s", "overlapped_s", "hidden"]
 
@@ -135,11 +137,12 @@ def overlap_rows(rows: Sequence[dict]) -> list[dict]:
     return out
 
 
-def summarize(rows: Sequence[dict], warmup: int = 0) -> dict:
+def summarize(rows: Sequence[dict], warmup: int = 0, calibration: int = 0) -> dict:
     """``communication_hidden`` (Σ overlapped / Σ communicating, None without communication) and
-    ``communicating_seconds_mean`` over the iterations after the first ``warmup`` ones."""
-    its = sorted({r["iteration"] for r in rows})[warmup:]
-    measured = [r for r in rows if r["iteration"] in set(its)]
+    ``communicating_seconds_mean`` over the iterations the summary's figures cover: after the first
+    ``warmup`` ones and the strategy's ``calibration`` ones (:func:`synclab.report.records.measured_iterations`)."""
+    its = set(measured_iterations({r["iteration"] for r in rows}, warmup, calibration)[0])
+    measured = [r for r in rows if r["iteration"] in its]
     total = sum(r["communicating_s"] for r in measured)
     return {"communication_hidden": sum(r["overlapped_s"] for r in measured) / total if total > 0 else None,
             "communicating_seconds_mean": total / len(measured) if measured else None}

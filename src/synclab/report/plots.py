@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from synclab.report.records import IterationRow, RunRecords, load_run, traffic_file
+from synclab.report.records import (IterationRow, RunRecords, iteration_phases, load_run, measured_iterations,
+                                    summary_calibration, traffic_file)
 
 DPI = 120
 TX_COLOR, RX_COLOR = "tab:blue", "tab:orange"
@@ -33,15 +34,25 @@ def _save(fig: Figure, out_png: str | Path) -> Path:
 
 
 def _measured(run: RunRecords) -> list[IterationRow]:
-    """Rows after the warm-up iterations (as compute_summary counts them); all rows if that leaves none."""
-    its = sorted({r.iteration for r in run.iterations})
-    kept = set(its[int(run.summary.get("warmup") or 0):])
+    """The rows of the iterations compute_summary's figures cover (no warm-up, no calibration); all rows if
+    that leaves none."""
+    kept = set(measured_iterations({r.iteration for r in run.iterations}, int(run.summary.get("warmup") or 0),
+                                   summary_calibration(run.summary))[0])
     return [r for r in run.iterations if r.iteration in kept] or run.iterations
+
+
+def _shade_unmeasured(ax, run: RunRecords, its: list[int]) -> None:
+    """Grey spans over the warm-up and calibration iterations among ``its`` (iteration_phases)."""
+    phases = iteration_phases(its, int(run.summary.get("warmup") or 0), summary_calibration(run.summary))
+    for phase, colour, label in (("warmup", "grey", "warm-up"), ("calibration", "tab:orange", "calibration")):
+        marked = [i for i in its if phases.get(i) == phase]
+        for n, i in enumerate(marked):
+            ax.axvspan(i - 0.5, i + 0.5, color=colour, alpha=0.15, lw=0, label=label if n == 0 else None)
 
 
 def plot_throughput(run: RunRecords, out_png: str | Path) -> Path:
     """Samples/s of every iteration: one line per worker (its samples / its iteration_s) and the cluster
-    (all workers' samples / the slowest worker's iteration_s), warm-up shaded."""
+    (all workers' samples / the slowest worker's iteration_s), warm-up and calibration shaded."""
     by_rank: dict[int, list[IterationRow]] = {}
     by_it: dict[int, list[IterationRow]] = {}
     for r in run.iterations:
@@ -56,9 +67,7 @@ def plot_throughput(run: RunRecords, out_png: str | Path) -> Path:
     its = sorted(by_it)
     cluster = [sum(r.samples for r in by_it[i]) / max(r.iteration_s for r in by_it[i]) for i in its]
     ax.plot(its, cluster, lw=2, color="black", label="cluster")
-    warmup = int(run.summary.get("warmup") or 0)
-    if warmup and its:
-        ax.axvspan(its[0] - 0.5, its[min(warmup, len(its)) - 1] + 0.5, color="grey", alpha=0.15, label="warm-up")
+    _shade_unmeasured(ax, run, its)
     if run.summary.get("throughput_samples_per_s"):
         ax.axhline(run.summary["throughput_samples_per_s"], ls=":", color="black", lw=1, label="cluster (summary)")
     ax.set_xlabel("iteration")
@@ -157,9 +166,7 @@ def plot_overlap(run: RunRecords, rows: list[dict], out_png: str | Path) -> Path
                    label="communication hidden (%)")
     share.set_ylim(0, 105)
     share.set_ylabel("communication hidden (%)")
-    warm = int(run.summary.get("warmup") or 0)
-    if warm and its:
-        ax.axvspan(its[0] - 0.5, its[0] + warm - 0.5, color="grey", alpha=0.15, label="warm-up")
+    _shade_unmeasured(ax, run, [int(i) for i in its])
     ax.legend(fontsize=8, loc="upper left")
     share.legend(fontsize=8, loc="upper right")
     ax.set_title(_title(run), fontsize=9)

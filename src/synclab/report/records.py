@@ -10,7 +10,7 @@ import csv
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,42 @@ ITERATION_COLUMNS = ("iteration", "rank", "start_s", "iteration_s", "compute_s",
 OPTIONAL_COLUMNS = ("comm_span_s", "schedule_error_s")
 
 _INT_COLUMNS = frozenset({"iteration", "rank", "samples", "bytes_sent", "bytes_received"})
+
+# What an iteration was for (the ``phase`` column writers add to iterations.csv): ``calibration``, a strategy
+# measuring before it plans (Strategy.calibration_iterations: MG-WFBP's profiling, §5.1); ``warmup``, the
+# run's first run.warmup iterations; ``steady``, the rest, the only ones summary figures cover.
+PHASES = ("warmup", "calibration", "steady")
+
+
+def iteration_phases(iterations: Iterable[int], warmup: int = 0, calibration: int = 0) -> dict[int, str]:
+    """The phase of each iteration number in ``iterations`` (see :data:`PHASES`).
+
+    Iterations 1..``calibration`` are calibration (a strategy counts them from the run's first iteration);
+    the first ``warmup`` iteration numbers present are warm-up unless already calibration; every other one is
+    steady. The two overlap rather than add up: ``run.warmup`` keeps meaning "the run's first iterations".
+    """
+    if warmup < 0 or calibration < 0:
+        raise ValueError(f"warmup and calibration must be >= 0, got {warmup} and {calibration}")
+    present = sorted(set(iterations))
+    warm = set(present[:warmup])
+    return {i: "calibration" if 0 < i <= calibration else "warmup" if i in warm else "steady" for i in present}
+
+
+def measured_iterations(iterations: Iterable[int], warmup: int = 0, calibration: int = 0) -> tuple[list[int], str]:
+    """The iterations summary figures cover and which phase they are: the steady ones (``"steady"``), or,
+    where calibration leaves none (a run no longer than its calibration), the calibration iterations after
+    the warm-up (``"calibration"``); empty when warm-up leaves nothing."""
+    phases = iteration_phases(iterations, warmup, calibration)
+    steady = [i for i, p in phases.items() if p == "steady"]
+    if steady:
+        return steady, "steady"
+    warm = set(sorted(phases)[:warmup])
+    return [i for i, p in phases.items() if p == "calibration" and i not in warm], "calibration"
+
+
+def summary_calibration(summary: Mapping[str, Any]) -> int:
+    """How many calibration iterations a ``summary.json`` records (0 for runs recorded before the field)."""
+    return len((summary.get("calibration") or {}).get("iterations") or ())
 
 
 def traffic_file(node: str) -> str:

@@ -8,18 +8,24 @@ from typing import Any
 
 import numpy as np
 
-from synclab.report.records import IterationRow
+from synclab.report.records import IterationRow, iteration_phases, measured_iterations
 
 
 def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmup: int = 0, *,
-                    lockstep: bool = True) -> dict[str, Any]:
+                    calibration: int = 0, lockstep: bool = True) -> dict[str, Any]:
     """Throughput, iteration time and compute vs non-overlapped communication of a run.
 
     ``iter_rows``: one row per worker per iteration (``iterations.csv`` columns,
     as :class:`IterationRow` or mappings of them). Definitions:
 
-    - The first ``warmup`` iteration numbers present (in increasing order) are
-      warm-up and left out of every figure; the rest are *measured*.
+    - Every figure is a *steady-state* figure: it covers only the iterations of phase ``steady``
+      (:func:`synclab.report.records.iteration_phases`). Left out are the first ``warmup`` iteration
+      numbers present (in increasing order: warm-up) and iterations 1..``calibration``, those the
+      strategy spent measuring before it planned (``Strategy.calibration_iterations``: MG-WFBP's profiling
+      iterations, §5.1, which run as WFBP). The steady iterations are the *measured* ones.
+      ``phases`` counts the iterations of each phase. Where no steady iteration is left (a run no longer
+      than its calibration), the figures cover the calibration iterations after the warm-up instead and
+      ``figures_cover`` says ``calibration`` (otherwise ``steady``).
     - ``lockstep`` (the strategy's ``Strategy.lockstep``, recorded as ``pace``):
       whether every worker waits for every other in each iteration.
     - Lockstep (``pace: slowest``): cluster iteration time of iteration i
@@ -55,13 +61,12 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
 
     Raises ValueError when warm-up leaves no iteration, or a row is malformed.
     """
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
     rows = [r if isinstance(r, IterationRow) else IterationRow.from_mapping(r) for r in iter_rows]
     by_iteration: dict[int, list[IterationRow]] = {}
     for r in rows:
         by_iteration.setdefault(r.iteration, []).append(r)
-    measured_its = sorted(by_iteration)[warmup:]
+    phases = iteration_phases(by_iteration, warmup, calibration)
+    measured_its, cover = measured_iterations(by_iteration, warmup, calibration)
     if not measured_its:
         raise ValueError(f"no iterations left after {warmup} warm-up iteration(s) "
                          f"({len(by_iteration)} iteration(s) recorded)")
@@ -83,6 +88,8 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
         throughput = sum(samples[w] / seconds[w] for w in seconds)
     out: dict[str, Any] = {
         "measured_iterations": len(measured_its),
+        "phases": {p: sum(1 for q in phases.values() if q == p) for p in ("warmup", "calibration", "steady")},
+        "figures_cover": cover,
         "pace": "slowest" if lockstep else "own",
         "throughput_samples_per_s": throughput,
         "iteration_seconds": {

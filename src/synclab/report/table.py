@@ -28,6 +28,29 @@ def _num(x: Any, spec: str) -> str:
     return MISSING if x is None else format(x, spec)
 
 
+def iterations_text(summary: dict[str, Any]) -> str:
+    """The run's iterations and what the figures leave out: the strategy's calibration (its iteration numbers
+    and what it was for) where it had any, and the warm-up; the figures are over the rest, the steady state."""
+    g = summary.get
+    text = f"{g('iterations', MISSING)}"
+    phases, calibration = g("phases"), g("calibration") or {}
+    if phases is None:  # recorded before phases: warm-up was all that was left out
+        return text + (f" ({g('warmup')} warm-up)" if g("warmup") is not None else "")
+    parts = []
+    if phases.get("calibration"):
+        its = calibration.get("iterations") or []
+        span = f"{its[0]}-{its[-1]}" if len(its) > 1 else "".join(map(str, its))
+        parts.append(f"{phases['calibration']} calibration, iterations {span}: {calibration.get('what', '?')}")
+    warmup = g("warmup") or 0
+    if warmup:
+        inside = warmup - phases.get("warmup", 0)
+        parts.append(f"{warmup} warm-up" + (f", {inside} of them within the calibration" if inside > 0 else ""))
+    n = g("measured_iterations", MISSING)
+    parts.append(f"figures over {n} steady-state" if g("figures_cover", "steady") == "steady"
+                 else f"figures over {n} calibration iterations: no steady-state iteration")
+    return f"{text} ({'; '.join(parts)})"
+
+
 def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, value) pairs of a summary; a key the summary lacks shows as a dash."""
     g = summary.get
@@ -39,8 +62,7 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("model", f"{g('model', MISSING)}" + (f" (batch {g('batch_size')}/worker)" if g("batch_size") else "")),
         ("cluster", f"{g('workers', MISSING)} worker(s), {g('ps_shards', MISSING)} PS shard(s)"),
         ("network", f"{g('network_backend', MISSING)}, " + (f"{rate / 1e9:g} Gbit/s" if rate else "unshaped")),
-        ("iterations", f"{g('iterations', MISSING)}"
-         + (f" ({g('warmup')} warm-up)" if g("warmup") is not None else "")),
+        ("iterations", iterations_text(summary)),
         ("throughput", MISSING if g("throughput_samples_per_s") is None
          else f"{g('throughput_samples_per_s'):.1f} samples/s"),
         ("iteration time", f"mean {_ms(it.get('mean'))}, p50 {_ms(it.get('p50'))}, p99 {_ms(it.get('p99'))}"),

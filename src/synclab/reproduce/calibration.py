@@ -2,9 +2,10 @@
 
 * ``compute.scale`` = the calibrated GPU seconds of one iteration / the checked-in CPU profile's
   forward + backward seconds (caveat C1: one factor for every layer, so per-layer ratios stay the CPU's).
-* Dilation rule (reproduction-targets.md, conventions): the smallest power of two D such that the
-  emulated traffic that may flow at the same time — worst case the sum of every node's link rate —
-  divided by D stays at or below 1.5 Gbit/s, what Python gRPC on the 2-core host moves with room.
+* Dilation rule (reproduction-targets.md, conventions; :mod:`synclab.config.dilation`, where it lives): the
+  smallest power of two D such that the emulated traffic that may flow at the same time — worst case the sum
+  of every node's link rate — divided by D stays at or below 1.5 Gbit/s, what Python gRPC on the 2-core host
+  moves with room.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+# The dilation rule lives with the spec's resolution (synclab run chooses D by it too); named here as before.
+from synclab.config.dilation import HOST_BUDGET_BPS, MAX_DILATION, dilation_for  # noqa: F401
+
 # Where the calibration table lives, from the package root (a checkout's profiles/ links there).
 CALIBRATION = "profiles/calibration.yaml"
 
-# What the host may be asked to move at once (CHANGELOG.md "Link accuracy": gRPC ~2.3-2.9 Gbit/s on 2 cores).
-HOST_BUDGET_BPS = 1.5e9
-MAX_DILATION = 1000      # RunSpec.dilation's bound
 
 
 class CalibrationEntry(BaseModel):
@@ -109,13 +110,3 @@ def compute_scale(entry: CalibrationEntry) -> Scale:
     return Scale(entry, path.name, load_model_profile(path).iteration_seconds)
 
 
-def dilation_for(concurrent_bps: float, budget_bps: float = HOST_BUDGET_BPS) -> int:
-    """Smallest power of two D with concurrent_bps / D <= budget_bps (1 when already below)."""
-    if concurrent_bps <= 0:
-        raise ValueError(f"concurrent traffic must be > 0, got {concurrent_bps}")
-    d = 1
-    while concurrent_bps / d > budget_bps:
-        d *= 2
-    if d > MAX_DILATION:
-        raise ValueError(f"{concurrent_bps / 1e9:.1f} Gbit/s needs D={d} > {MAX_DILATION}: too big for this host")
-    return d

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from synclab.reproduce.calibration import CALIBRATION, Scale, dilation_for
+from synclab.config.dilation import dilation_for, links_of
+from synclab.reproduce.calibration import CALIBRATION, Scale
 from synclab.reproduce.schema import Scalar, Target, is_label
 from synclab.resources import locate
 
@@ -46,14 +47,6 @@ def _nodes(target: Target, root: Path, overrides: list[str]) -> tuple[int, float
     from synclab.config import load_spec, parse_override
 
     return links_of(load_spec(locate(target.spec, root), [parse_override(o) for o in overrides]))
-
-
-def links_of(spec) -> tuple[int, float | None]:
-    """(nodes that own a link, link rate in bit/s) of a loaded spec: the dilation rule's inputs."""
-    link = spec.network.link_profile()
-    rate = None if link is None else link.rate_bps
-    nodes = [f"worker{r}" for r in range(spec.n_workers)] + [f"ps{i}" for i in range(spec.n_ps)]
-    return len({spec.machine_of(n) for n in nodes}), rate  # co-located shards share their worker's link
 
 
 def point_scale(target: Target, root: Path, overrides: list[str]) -> Scale:

@@ -24,7 +24,7 @@ import grpc
 from synclab.config import Spec
 from synclab.metrics import hostcpu
 from synclab.roles import checkpoint
-from synclab.roles.records import build_summary, write_iterations
+from synclab.roles.records import build_summary, calibration_of, write_iterations
 from synclab.wire import pb, rpc
 from synclab.wire.channels import bind, make_server
 
@@ -71,6 +71,9 @@ class CoordinatorService(rpc.CoordinatorServicer):
         self.cv = threading.Condition()
         # Set when the coordinator sits behind a shaped link of its own (a container, a netns node).
         self.reshape_own_link = reshape_own_link
+        # host_cpu's window opens with the report of this iteration: the end of warm-up and calibration
+        run = job.spec.run
+        self.cpu_window_from = max(run.warmup, min(calibration_of(job.spec), run.iterations - 1), 1)
 
     # -- failure ---------------------------------------------------------------------
     def fail(self, reason: str) -> None:
@@ -214,7 +217,7 @@ class CoordinatorService(rpc.CoordinatorServicer):
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"iteration {request.iteration} is outside this "
                               f"job's 0..{self.job.spec.run.iterations}")
             self.job.reports.append(request)
-            if not self.job.cpu_window and request.iteration >= max(self.job.spec.run.warmup, 1):
+            if not self.job.cpu_window and request.iteration >= self.cpu_window_from:
                 self.job.cpu_window.append(hostcpu.sample())
         return pb.Ack()
 
@@ -377,7 +380,7 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
         service.cv.wait_for(lambda: service.all_done() or job.state == "failed")
     stop.set()
     job.cpu_window.append(hostcpu.sample())
-    rows = write_iterations(run_dir / "iterations.csv", job.reports)
+    rows = write_iterations(run_dir / "iterations.csv", job.reports, spec)
     if job.state == "failed":
         # Give nodes a moment to see the stop in a heartbeat or an aborted barrier.
         time.sleep(min(2.0, 2 * spec.run.heartbeat_s))

@@ -24,14 +24,27 @@ from synclab.wire import pb
 
 log = logging.getLogger(__name__)
 
-ITERATION_COLUMNS = ["iteration", "rank", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples",
-                     "bytes_sent", "bytes_received", "comm_span_s", "schedule_error_s", "params_checksum"]
+ITERATION_COLUMNS = ["iteration", "rank", "phase", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss",
+                     "samples", "bytes_sent", "bytes_received", "comm_span_s", "schedule_error_s", "params_checksum"]
 
 
-def write_iterations(path: Path, reports: list[pb.IterationReport]) -> list[dict]:
+def calibration_of(spec: Spec) -> int:
+    """How many calibration iterations the job's strategy runs (``Strategy.calibration_iterations``)."""
+    from synclab.strategies import registry
+
+    return registry.get(spec.strategy.name).calibration_iterations(spec.strategy.options)
+
+
+def write_iterations(path: Path, reports: list[pb.IterationReport], spec: Spec) -> list[dict]:
+    """iterations.csv: one row per worker per iteration, with its ``phase``
+    (:func:`synclab.report.records.iteration_phases`: warmup, calibration or steady)."""
+    from synclab.report.records import iteration_phases
+
+    phases = iteration_phases({r.iteration for r in reports}, spec.run.warmup, calibration_of(spec))
     rows = []
     for r in sorted(reports, key=lambda r: (r.iteration, r.rank)):
-        rows.append({"iteration": r.iteration, "rank": r.rank, "start_s": r.start_s, "iteration_s": r.iteration_s,
+        rows.append({"iteration": r.iteration, "rank": r.rank, "phase": phases[r.iteration],
+                     "start_s": r.start_s, "iteration_s": r.iteration_s,
                      "compute_s": r.compute_s, "comm_wait_s": r.comm_wait_s, "loss": r.loss, "samples": r.samples,
                      "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received, "comm_span_s": r.comm_span_s,
                      "schedule_error_s": "" if math.isnan(r.schedule_error_s) else r.schedule_error_s,
@@ -62,13 +75,17 @@ def build_summary(job, rows: list[dict], overlap: list[dict] | None = None) -> d
     n_workers = job.expected[pb.WORKER]
     from synclab.strategies import registry
 
-    figures = compute_summary(rows, warmup=spec.run.warmup, lockstep=registry.get(spec.strategy.name).lockstep)
+    cls = registry.get(spec.strategy.name)
+    calibration = calibration_of(spec)
+    figures = compute_summary(rows, warmup=spec.run.warmup, calibration=calibration, lockstep=cls.lockstep)
+    if (record := cls.calibration_record(spec.strategy.options, spec.run.iterations)) is not None:
+        figures["calibration"] = record
     if spec.run.eval_every:  # rank 0 wrote eval.csv before it said done
         from synclab.compute.evaluation import read_eval, summarize_eval
 
         figures.update(summarize_eval(read_eval(job.run_dir / "eval.csv")))
     if spec.run.events:  # spans are recorded with the events; without them there is no measure, not "none"
-        figures.update(summarize(overlap or [], warmup=spec.run.warmup))
+        figures.update(summarize(overlap or [], warmup=spec.run.warmup, calibration=calibration))
     losses: dict[int, list[float]] = {}
     for r in rows:
         losses.setdefault(r["iteration"], []).append(r["loss"])
@@ -109,8 +126,9 @@ def build_summary(job, rows: list[dict], overlap: list[dict] | None = None) -> d
 
 
 def host_cpu_field(job) -> dict:
-    """``host_cpu``: how busy the coordinator's host was from the end of the warm-up to the last node's end
-    (:mod:`synclab.metrics.hostcpu`; every process of the host counts); left out without two samples."""
+    """``host_cpu``: how busy the coordinator's host was from the end of the warm-up (and of the strategy's
+    calibration) to the last node's end (:mod:`synclab.metrics.hostcpu`; every process of the host counts);
+    left out without two samples."""
     window = hostcpu.between(*job.cpu_window[:2]) if len(job.cpu_window) >= 2 else None
     if window is None:
         return {}

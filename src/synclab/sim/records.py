@@ -19,12 +19,18 @@ import yaml
 from synclab.compute.events import COLUMNS as EVENT_COLUMNS
 from synclab.compute.events import chrome_trace
 from synclab.report.overlap import intersect, length, summarize, union, write_overlap
-from synclab.report.records import ITERATION_COLUMNS
+from synclab.report.records import ITERATION_COLUMNS, iteration_phases
 from synclab.report.summary import compute_summary
 from synclab.sim.run import SimResult
 from synclab.strategies import registry
 
-ROW_COLUMNS = ITERATION_COLUMNS + ("comm_span_s",)
+ROW_COLUMNS = ITERATION_COLUMNS[:2] + ("phase",) + ITERATION_COLUMNS[2:] + ("comm_span_s",)
+
+
+def calibration_of(r: SimResult) -> int:
+    """The strategy's calibration iterations in this run (``Strategy.calibration_iterations``)."""
+    s = r.spec
+    return registry.get(s.strategy.name).calibration_iterations(s.strategy.options)
 
 
 def summary_of(r: SimResult) -> dict:
@@ -33,7 +39,10 @@ def summary_of(r: SimResult) -> dict:
     out = {"name": s.name, "status": "ok", "simulated": True, "strategy": s.strategy.name, "model": s.model.name,
            "batch_size": s.model.batch_size, "workers": r.world, "ps_shards": s.n_ps,
            "iterations": s.run.iterations, "warmup": s.run.warmup}
-    out.update(compute_summary(r.rows, warmup=s.run.warmup, lockstep=registry.get(s.strategy.name).lockstep))
+    cls = registry.get(s.strategy.name)
+    out.update(compute_summary(r.rows, warmup=s.run.warmup, calibration=calibration_of(r), lockstep=cls.lockstep))
+    if (record := cls.calibration_record(s.strategy.options, s.run.iterations)) is not None:
+        out["calibration"] = record
     out.update(bytes_sent=dict(sorted(r.bytes_sent.items())), bytes_received=dict(sorted(r.bytes_received.items())),
                network_backend="simulated", network_profile=None if link is None else link.name or "inline",
                link_rate_bps=None if link is None else link.rate_bps, message_startup_s=r.startup_s,
@@ -82,11 +91,13 @@ def write_run(r: SimResult, out: Path) -> dict:
     """Write the records into ``out``; returns the summary."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.yaml").write_text(yaml.safe_dump(r.spec.to_dict(), sort_keys=False))
+    phases = iteration_phases({row["iteration"] for row in r.rows}, r.spec.run.warmup, calibration_of(r))
     with (out / "iterations.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROW_COLUMNS), extrasaction="ignore")
         w.writeheader()
         for row in r.rows:
-            w.writerow({k: (f"{v:.9f}" if isinstance(v, float) else v) for k, v in row.items()})
+            w.writerow({"phase": phases[row["iteration"]],
+                        **{k: (f"{v:.9f}" if isinstance(v, float) else v) for k, v in row.items()}})
     summary = summary_of(r)
     if r.plan is not None:  # the merge plan with its cost fit, as the emulator's plan.json has it
         (out / "plan.json").write_text(json.dumps(r.plan, indent=2, default=str) + "\n")
@@ -104,7 +115,7 @@ def write_run(r: SimResult, out: Path) -> dict:
         (out / "timeline.json").write_text(json.dumps(chrome_trace(rows, spans)))
         overlap = overlap_from_events(r)
         write_overlap(out / "overlap.csv", overlap)
-        summary.update(summarize(overlap, warmup=r.spec.run.warmup))
+        summary.update(summarize(overlap, warmup=r.spec.run.warmup, calibration=calibration_of(r)))
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return summary
 

@@ -110,6 +110,9 @@ class Strategy(ABC):
     # Spec overrides that fit the strategy into a short run of a few iterations (the validation grid's
     # 8 iterations, 2 of them warm-up), e.g. a shorter profiling phase.
     short_run: ClassVar[tuple[str, ...]] = ()
+    # What a strategy that measures before it plans does in its calibration iterations (see
+    # calibration_iterations), in a few words for the summary table; "" for strategies without any.
+    calibration_note: ClassVar[str] = ""
 
     def __init__(self, ctx: WorkerContext):
         self.ctx = ctx
@@ -119,6 +122,21 @@ class Strategy(ABC):
                   options: BaseModel) -> Plan:
         """The plan rank 0 publishes, an instance of ``cls.Plan``; default empty."""
         return cls.Plan()
+
+    @classmethod
+    def calibration_iterations(cls, options: BaseModel) -> int:
+        """How many of the run's first iterations (1..n) this strategy spends measuring before it plans
+        (MG-WFBP's profiling iterations, §5.1). They run, but not as the steady state does, so the records
+        mark them ``calibration`` (iterations.csv ``phase``) and summary figures leave them out
+        (:func:`synclab.report.summary.compute_summary`). Default 0: no calibration."""
+        return 0
+
+    @classmethod
+    def calibration_record(cls, options: BaseModel, iterations: int) -> dict[str, Any] | None:
+        """``summary.json``'s ``calibration``: the calibration iterations of a run of ``iterations``
+        iterations, by number, and what they were for; None without any."""
+        n = min(cls.calibration_iterations(options), iterations)
+        return {"iterations": list(range(1, n + 1)), "what": cls.calibration_note or cls.name} if n > 0 else None
 
     @classmethod
     def max_payload_bytes(cls, plan: Plan, params: Sequence[ParamInfo], *, batch_size: int, options: BaseModel,

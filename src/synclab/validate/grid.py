@@ -43,13 +43,17 @@ def _summary(out: Path, cmd: list[str], *, redo: bool = False) -> dict:
 def iteration_mean(run: Path, summary: dict) -> tuple[float, str]:
     """A run's mean cluster iteration time and its pace, computed again from its ``iterations.csv`` by
     :func:`synclab.report.compute_summary` with the strategy's ``lockstep``: runs recorded before code 6e7ef17
-    summarized every strategy at the slowest worker's pace, the asynchronous ones (``asgd``, ``ssdsgd``) too."""
+    summarized every strategy at the slowest worker's pace, the asynchronous ones (``asgd``, ``ssdsgd``) too.
+    Calibration iterations are left out where the summary names them (records from before that field have
+    none, and keep their figures)."""
     from synclab.report import compute_summary
+    from synclab.report.records import summary_calibration
     from synclab.strategies import registry
 
     with (run / "iterations.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
-    fig = compute_summary(rows, warmup=summary["warmup"], lockstep=registry.get(summary["strategy"]).lockstep)
+    fig = compute_summary(rows, warmup=summary["warmup"], calibration=summary_calibration(summary),
+                          lockstep=registry.get(summary["strategy"]).lockstep)
     return fig["iteration_seconds"]["mean"], fig["pace"]
 
 
@@ -147,12 +151,11 @@ def point_dilation(dilation: str, spec: Path, sets: list[str], rate: str, *, tim
 
 
 def rule_dilation(spec: Path, sets: list[str]) -> int:
-    """D of :func:`synclab.reproduce.calibration.dilation_for` for the spec with ``sets``: every node that owns
+    """D of :func:`synclab.config.dilation.dilation_for` for the spec with ``sets``: every node that owns
     a link (workers, and shards not co-located) sending at the link rate at once (the reproduction targets'
     rule, ``dilation: rule``)."""
     from synclab.config import load_spec, parse_override
-    from synclab.reproduce.calibration import dilation_for
-    from synclab.reproduce.points import links_of
+    from synclab.config.dilation import dilation_for, links_of
 
     nodes, rate = links_of(load_spec(spec, [parse_override(o) for o in sets]))
     if rate is None:

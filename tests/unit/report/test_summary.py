@@ -103,3 +103,54 @@ def test_replay_schedule_error_by_hand():
     assert s["schedule_error"]["fraction_max"] == pytest.approx(0.03)
     real = [{**r, "schedule_error_s": ""} for r in rows]
     assert "schedule_error" not in compute_summary(real, warmup=1)
+
+
+def test_phases_calibration_and_warmup_overlap_rather_than_add_up():
+    from synclab.report.records import iteration_phases
+
+    assert iteration_phases(range(1, 9), warmup=2, calibration=5) == {
+        1: "calibration", 2: "calibration", 3: "calibration", 4: "calibration", 5: "calibration",
+        6: "steady", 7: "steady", 8: "steady"}
+    assert iteration_phases([3, 4, 5, 6], warmup=2, calibration=0) == {3: "warmup", 4: "warmup", 5: "steady",
+                                                                       6: "steady"}  # a resumed run
+    assert iteration_phases([1, 2, 3], warmup=1, calibration=1) == {1: "calibration", 2: "steady", 3: "steady"}
+    with pytest.raises(ValueError, match="must be >= 0"):
+        iteration_phases([1], calibration=-1)
+
+
+def test_calibration_iterations_are_left_out_of_every_figure(iteration_rows):
+    # iterations 1-5: two workers of 1 s and 2 s (a slow calibration phase); 6-8: 0.1 s and 0.2 s
+    rows = iteration_rows(iterations=range(1, 9))
+    for r in rows:
+        base = 0.1 if r["rank"] == 0 else 0.2
+        r.update(iteration_s=base * (10 if r["iteration"] <= 5 else 1), compute_s=base / 2, comm_wait_s=base / 2,
+                 comm_span_s=base)
+    s = compute_summary(rows, warmup=2, calibration=5)
+    assert s["phases"] == {"warmup": 0, "calibration": 5, "steady": 3}
+    assert s["measured_iterations"] == 3 and s["figures_cover"] == "steady"
+    assert s["iteration_seconds"]["mean"] == pytest.approx(0.2)  # the slower worker of the steady iterations
+    assert s["iteration_seconds"]["max"] == pytest.approx(0.2)
+    assert s["throughput_samples_per_s"] == pytest.approx(20 / 0.2)
+    with_calibration = compute_summary(rows, warmup=2)  # the same rows without calibration: 3-8 measured
+    assert with_calibration["iteration_seconds"]["mean"] == pytest.approx((3 * 2.0 + 3 * 0.2) / 6)
+    assert with_calibration["phases"] == {"warmup": 2, "calibration": 0, "steady": 6}
+
+
+def test_a_run_no_longer_than_its_calibration_says_its_figures_are_calibration(iteration_rows):
+    s = compute_summary(iteration_rows(iterations=(1, 2, 3)), warmup=1, calibration=5)
+    assert s["figures_cover"] == "calibration" and s["measured_iterations"] == 2  # iterations 2 and 3
+    assert s["phases"] == {"warmup": 0, "calibration": 3, "steady": 0}
+    assert s["iteration_seconds"]["mean"] == pytest.approx(0.5)
+
+
+def test_summary_table_names_the_calibration_iterations():
+    from synclab.report.table import iterations_text
+
+    summary = {"iterations": 8, "warmup": 2, "measured_iterations": 3, "figures_cover": "steady",
+               "phases": {"warmup": 0, "calibration": 5, "steady": 3},
+               "calibration": {"iterations": [1, 2, 3, 4, 5], "what": "MG-WFBP profiling"}}
+    assert iterations_text(summary) == ("8 (5 calibration, iterations 1-5: MG-WFBP profiling; 2 warm-up, 2 of "
+                                        "them within the calibration; figures over 3 steady-state)")
+    summary.update(figures_cover="calibration", measured_iterations=2, warmup=0)
+    assert iterations_text(summary).endswith("figures over 2 calibration iterations: no steady-state iteration)")
+    assert iterations_text({"iterations": 20, "warmup": 2}) == "20 (2 warm-up)"  # a record from before phases

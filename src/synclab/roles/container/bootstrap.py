@@ -136,7 +136,8 @@ def resolve_job_spec(settings: ContainerSettings, outcome: dict) -> None:
             ("network.isolation", "netns" if kernel else "none")]
     try:
         job = resolve_job(settings.spec, settings.spec_overrides() + link,
-                          kernel_available=frozenset(outcome["kernel"]), netns_unavailable=None)
+                          kernel_available=frozenset(outcome["kernel"]), netns_unavailable=None,
+                          auto_dilation=False)  # eth0 is shaped already, undilated (below)
     except SpecError as e:  # before any node waits for it
         raise SettingsError(f"{e} (the job of SYNCLAB_SPEC, its overrides and "
                             f"SYNCLAB_PROFILE={outcome['profile'] or 'none'})") from None
@@ -155,6 +156,10 @@ def resolve_job_spec(settings: ContainerSettings, outcome: dict) -> None:
         f"{spec.n_ps} PS shard(s), {spec.run.iterations} iterations; links: {job.network.describe()}")
     for note in job.notes:
         log(f"note: {note}")
+    if job.dilation.dilation != spec.run.dilation:
+        log(f"note: this job runs at D = {spec.run.dilation:g}, not at the D = {job.dilation.dilation:g} the "
+            f"dilation rule picks ({job.dilation.reason}): containers shape eth0 before the job is known. The "
+            f"summary's host_cpu says whether the host bounded the figures; `synclab run` runs it dilated")
 
 
 def prepare(role: str, script: str) -> list[str]:
