@@ -15,6 +15,7 @@ from synclab.docsgen import (
          spec_ref,
          wire_ref,
 )
+from synclab.chaos import doc as fault_matrix
 from synclab.reproduce import heldout
 from synclab.validate import doc as validation
 
@@ -27,4 +28,5 @@ register_many(results.verdict_pages)  # docs/reproduction/*/verdict.json, before
 register("docs/results/reproduction.md", results.reproduction_page)
 register("docs/results/calibration-check.md", heldout.page, command="synclab reproduce --calibration-check")
 register("docs/results/validation.md", validation.render, command="synclab validate doc")
+register("docs/results/fault-matrix.md", fault_matrix.page, command=fault_matrix.COMMAND)
 register("README.md", readme.render)  # its generated blocks only; last: they summarize the pages above
