@@ -8,7 +8,8 @@ the coordinator reports half the iterations done (and, for a checkpointable stra
 The verdict (``outcome``):
 
 * ``recovered`` — restarted, ended ``ok``, parameters bit-identical (``torch.equal``) to the undisturbed
-  run's, every (worker, iteration) in ``iterations.csv`` exactly once (no update lost or applied twice);
+  run's, every (worker, iteration) in ``iterations.csv`` exactly once, and every PS partition's version
+  counter in the checkpoints both runs kept equal to the undisturbed run's (no update lost or applied twice);
 * ``unaffected`` — the same, without a restart (the transport rode the fault out);
 * ``failed-clean`` — ended ``failed`` with ``status.json``'s reason naming the fault (the node, or the full
   disk), within the heartbeat timeout (plus :data:`TEARDOWN_SLACK_S`) of the fault's end;
@@ -156,9 +157,9 @@ def run_job(spec_path: str | Path, overrides: list[str], run_dir: Path, *, fault
             return
         if fault.kind != "disk-full":
             injector.node = faults.resolve_node(fault.target, [ch.name for ch in cluster.children], run_dir)
-            if injector.node is None:
+            if injector.node is None:  # no such node in this job: nothing to learn from running on
                 record["not_applicable"] = True
-                record["injected_at_iteration"] = done
+                os.kill(os.getpid(), signal.SIGTERM)  # supervise() stops the job, no restart
                 return
         record["injected_at_iteration"] = done
         injector.start()
@@ -215,6 +216,33 @@ def params_identical(a: Path, b: Path) -> bool:
     return pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
 
 
+def version_counters(run_dir: Path) -> dict[tuple, int]:
+    """Every ``version`` counter the shards saved in the run's kept checkpoints, by (checkpoint, node, path)."""
+    import torch
+
+    out: dict[tuple, int] = {}
+
+    def walk(x, where: tuple) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k == "version" and isinstance(v, int):
+                    out[where] = v
+                else:
+                    walk(v, (*where, str(k)))
+
+    for f in sorted((run_dir / "checkpoint").glob("*/ps*.pt")):
+        walk(torch.load(f, map_location="cpu", weights_only=False), (f.parent.name, f.stem))
+    return out
+
+
+def compare_versions(faulted: Path, baseline: Path) -> tuple[int, list[str]]:
+    """(counters compared, those that differ): each shard partition's update count at each checkpoint both
+    runs kept must be the undisturbed run's (an update lost or applied twice changes it)."""
+    a, b = version_counters(faulted), version_counters(baseline)
+    common = sorted(a.keys() & b.keys())
+    return len(common), [f"{'/'.join(k)}: {a[k]} != {b[k]}" for k in common if a[k] != b[k]]
+
+
 def names_the_fault(record: dict) -> bool:
     reason = record["reason"] + " ".join(r["reason"] for r in record["restarts"])
     if record["fault"] == "disk-full":
@@ -241,6 +269,9 @@ def verdict(record: dict, faulted: Path, baseline: Path) -> str:
         want = Counter({(r, i): 1 for r, i in _updates(baseline)})
         if _updates(faulted) != want:
             return "VIOLATION: ended ok with an update lost or applied twice"
+        record["version_counters_checked"], differ = compare_versions(faulted, baseline)
+        if differ:
+            return f"VIOLATION: shard version counters differ from the undisturbed run's: {differ[:3]}"
         return "recovered" if record["restarts"] else "unaffected"
     if not names_the_fault(record):
         return f"VIOLATION: failed without naming the fault ({record['reason'][:200]})"

@@ -14,7 +14,7 @@ COMMAND = "flock /tmp/synclab-emu.lock synclab chaos --matrix --doc"
 KEEP = ("family", "strategy", "fault", "node", "outcome", "status", "reason", "injected_at_iteration",
         "restart_after_fault_s", "end_after_fault_s", "heartbeat_timeout_s", "injection", "injection_error",
         "run_s", "baseline_s", "iterations", "checkpoint_every", "isolation", "left_behind", "recorded",
-        "settings", "spec", "matrix")
+        "settings", "spec", "matrix", "version_counters_checked")
 
 
 def _slim(record: dict) -> dict:
@@ -82,7 +82,8 @@ def page_text(root: Path) -> str:
         "`run.checkpoint_every` iterations where the strategy is checkpointable, `run.heartbeat_timeout_s` as "
         "below) with the fault injected half-way, judged against an undisturbed run of the same settings. "
         "**recovered**: restarted, ended ok, parameters bit-identical (`torch.equal`) to the undisturbed run's and "
-        "every (worker, iteration) reported once; **unaffected**: the same without a restart; **failed cleanly**: "
+        "every (worker, iteration) reported once, and each PS partition's version counter in the checkpoints "
+        "both runs kept equal to the undisturbed run's (the column *versions checked*); **unaffected**: the same without a restart; **failed cleanly**: "
         "`status.json` says failed and names the fault, within the heartbeat timeout of the fault's end; **n/a**: "
         "the family has no node of that role. After every run no process of the job and none of its network "
         "namespaces may be left. Times are seconds after the fault was injected: until the launcher restarted "
@@ -105,13 +106,14 @@ def page_text(root: Path) -> str:
                                                    for f in families) + " |")
     lines += ["", "## The cells", "",
               "| family | fault | node | at iteration | outcome | restarts (resumed from) | status.json reason | "
-              "heartbeat timeout s | undisturbed run s | faulted run s | recorded |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "versions checked | heartbeat timeout s | undisturbed run s | faulted run s | recorded |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         restarts = ", ".join(str(x["resumed_from"]) for x in r.get("restarts", [])) or "none"
         reason = (r.get("reason") or (r["restarts"][0]["reason"] if r.get("restarts") else "")).replace("|", "/")
         lines.append(f"| {r['family']} | `{r['fault']}` | {r.get('node') or ''} | {r.get('injected_at_iteration', '')} "
-                     f"| {r['outcome']} | {restarts} | {reason[:160]} | {r.get('heartbeat_timeout_s', '')} | "
+                     f"| {r['outcome']} | {restarts} | {reason[:160]} | {r.get('version_counters_checked', '')} | "
+                     f"{r.get('heartbeat_timeout_s', '')} | "
                      f"{r.get('baseline_s', '')} | {r.get('run_s', '')} | {r.get('recorded', '')} |")
     return "\n".join(lines) + "\n"
 
