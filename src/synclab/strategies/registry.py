@@ -26,6 +26,7 @@ ENTRY_POINT_GROUP = "synclab.strategies"
 DEFAULT_STRATEGY = "ps"  # a spec without strategy.name runs the P3 §4.1 KVStore baseline
 _REGISTRY: dict[str, type[Strategy]] = {}
 _ORIGIN: dict[str, str] = {}    # name -> where it came from ("synclab", "entry point X = Y (dist)", a path)
+_FROM_PATH: dict[str, list[type[Strategy]]] = {}  # module name of a file loaded by path -> its strategies
 _discovered = False
 
 
@@ -91,8 +92,10 @@ def load_path(path: str | Path) -> list[str]:
     if not p.is_file():
         raise StrategyLoadError(f"strategy module {str(path)!r} is not a file")
     mod_name = f"synclab_strategy_file_{abs(hash(str(p)))}"
-    if mod_name in sys.modules:
-        return [n for n, c in _REGISTRY.items() if c.__module__ == mod_name]
+    if mod_name in _FROM_PATH:  # imported before: its classes (registered again if the registry was reset)
+        for cls in _FROM_PATH[mod_name]:
+            register(cls)
+        return sorted(c.name for c in _FROM_PATH[mod_name])
     before = set(_REGISTRY)
     spec = importlib.util.spec_from_file_location(mod_name, p)
     if spec is None or spec.loader is None:
@@ -110,6 +113,7 @@ def load_path(path: str | Path) -> list[str]:
                                 f"@synclab.strategies.registry.register)")
     for name in added:
         _ORIGIN[name] = str(p)
+    _FROM_PATH[mod_name] = [_REGISTRY[name] for name in added]
     return added
 
 
