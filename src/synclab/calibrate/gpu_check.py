@@ -19,11 +19,17 @@ steps, not replace them: it is none of the papers' GPUs. This reads the GPU prof
    ratio to ResNet-50 b32 on both (the ratio the derived rows of ``calibration.yaml`` carry), i.e. how much those
    rows depend on which GPU measured them.
 
+Part 4 is the only one that runs anything (``synclab simulate`` as subprocesses). In a checkout the check is two
+steps: :func:`record` runs the simulations and writes what they gave, with the folders it read, to
+``docs/gpu/gpu-check.json`` (:data:`RECORD`); :func:`page` renders ``docs/results/gpu-check.md`` from that record
+and the checked-in profiles alone (pure: it starts no process), so ``synclab docs`` and the freshness test
+re-render it like every other generated page.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -80,6 +86,9 @@ def bytes_ready_at(p: dict, fractions=(0.25, 0.5, 0.75)) -> list[float]:
     return out
 
 
+RECORD = "docs/gpu/gpu-check.json"  # part 4's simulations and the folders the page was made from
+
+
 def simulate(spec_sets: list[str], strategy: str, model: str, batch: int, profile: Path, scale: float) -> float:
     with tempfile.TemporaryDirectory() as d:
         cmd = [sys.executable, "-m", "synclab", "simulate", str(packaged("examples/quickstart.yaml")), "--out", d,
@@ -95,20 +104,94 @@ def simulate(spec_sets: list[str], strategy: str, model: str, batch: int, profil
         return json.loads((Path(d) / "summary.json").read_text())["iteration_seconds"]["mean"]
 
 
-def _shown(path: Path) -> Path:
-    """A folder as the report names it: relative to the repository where it lies inside it."""
-    root = package_root().resolve()
-    return path.relative_to(root) if path.is_relative_to(root) else path
+def _shown(path: Path, base: Path | None = None) -> Path:
+    """A folder as the report names it: relative to ``base`` (default: the package root, where ``profiles/``
+    lies) when it lies inside it."""
+    base = base or package_root()
+    for p, root in ((Path(os.path.abspath(path)), Path(os.path.abspath(base))), (path.resolve(), base.resolve())):
+        if p.is_relative_to(root):  # as written first (a checkout's links kept), then with links followed
+            return p.relative_to(root)
+    return path.resolve()
 
 
-def compare_section(gpu: dict, name: str, other: dict, other_dir: Path) -> list[str]:
+def simulations(gpu_dir: Path | None = None, cpu_dir: Path | None = None, *,
+                track=lambda jobs, description: jobs) -> list[dict]:
+    """Part 4's measurements: each reproduction setting of :data:`SIM_POINTS` simulated with the calibrated
+    seconds spread by the CPU profile and by the GPU profile (mean iteration, s). Starts ``synclab simulate``
+    processes; :class:`GpuCheckError` when a profile the settings need is missing."""
+    gpu_dir = (gpu_dir or packaged("profiles/gpu-h100")).resolve()
+    cpu_dir = cpu_dir or packaged("profiles")
+    gpu, cpu = _by_name(gpu_dir.glob("*.json")), _by_name(cpu_dir.glob("*-cpu.json"))
+    out = []
+    jobs = [(lab, m, b, sec, sets, s) for lab, m, b, sec, sets, strategies in SIM_POINTS for s in strategies]
+    for lab, m, b, sec, sets, s in track(jobs, description="simulating"):
+        if (m, b) not in cpu or (m, b) not in gpu:
+            raise GpuCheckError(f"part 4 needs {m} b{b} profiles in {cpu_dir} and {gpu_dir}")
+        cf, cp = cpu[(m, b)]
+        gf, gp = gpu[(m, b)]
+        out.append({"setting": lab, "strategy": s, "model": m, "batch": b,
+                    "cpu_shape_s": simulate(sets, s, m, b, cf, sec / total(cp)),
+                    "gpu_shape_s": simulate(sets, s, m, b, gf, sec / total(gp))})
+    return out
+
+
+def _by_name(files) -> dict:
+    """GPU or CPU profiles keyed by (model, batch): the file's model name (vgg16-cifar10 is a vgg16 with
+    options) and its batch size."""
+    return {(f.name.rsplit("-b", 1)[0], p["batch_size"]): (f, p) for f in sorted(files) for p in [load(f)]}
+
+
+def record(root: Path, gpu_dir: Path | None = None, cpu_dir: Path | None = None, *, compare_dir: Path | None = None,
+           no_sim: bool = False, track=lambda jobs, description: jobs) -> Path:
+    """Run part 4's simulations (none with ``no_sim``) and write :data:`RECORD` under ``root`` (atomically): the
+    GPU and comparison folders (relative to the checkout's ``src/synclab`` where they lie in ``root``) and each
+    simulation's result. The folders are checked first, so a bad one fails before anything runs or is written."""
+    gpu_dir = (gpu_dir or packaged("profiles/gpu-h100")).resolve()
+    for d in [gpu_dir, *([compare_dir] if compare_dir else [])]:
+        if not any(Path(d).glob("*.json")):
+            raise GpuCheckError(f"no GPU profiles in {d} (scripts/gpu/check.sh writes them)")
+    sims = None if no_sim else simulations(gpu_dir, cpu_dir, track=track)
+
+    def rel(p: Path | None) -> str | None:  # as page() reads it: from the checkout's src/synclab
+        if p is None:
+            return None
+        p = p.resolve()
+        return os.path.relpath(p, (root / "src" / "synclab").resolve()) if p.is_relative_to(root.resolve()) else str(p)
+
+    data = {"gpu_dir": rel(gpu_dir), "compare_dir": rel(compare_dir), "simulations": sims}
+    path = root / RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def page(root: Path) -> str:
+    """``docs/results/gpu-check.md`` from :data:`RECORD` and the profiles checked in under ``root`` (pure: no
+    simulation runs; part 4 is the recorded one)."""
+    path = root / RECORD
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing (synclab calibrate gpu-check writes it)")
+    data = json.loads(path.read_text())
+    base = root / "src" / "synclab"  # where a checkout's profiles/ lies (root/profiles links there)
+
+    def folder(p: str | None) -> Path | None:
+        return None if p is None else (base / p if not Path(p).is_absolute() else Path(p))
+
+    return report(folder(data["gpu_dir"]), base / "profiles", compare_dir=folder(data.get("compare_dir")),
+                  sims=data.get("simulations"), no_sim=data.get("simulations") is None,
+                  calibration=base / "profiles" / "calibration.yaml", base=base)
+
+
+def compare_section(gpu: dict, name: str, other: dict, other_dir: Path, base: Path | None = None) -> list[str]:
     """Part 5: this GPU's whole iterations beside another GPU's, and each model's ratio to ResNet-50 b32 on both."""
     if not other:
         raise GpuCheckError(f"no GPU profiles in {other_dir}")
     meta = next(iter(other.values()))[1]["meta"]
     oname = meta.get("device_name", "GPU").replace("NVIDIA ", "").split()[0]
     r50 = [plain(d[("resnet50", 32)][1]) if ("resnet50", 32) in d else None for d in (gpu, other)]
-    lines = ["", f"## 5. Against another GPU: the {oname} (`{_shown(other_dir)}/`, measured "
+    lines = ["", f"## 5. Against another GPU: the {oname} (`{_shown(other_dir, base)}/`, measured "
              f"{meta.get('date')})", "",
              "Whole iterations (ms) on both, and each model's ratio to ResNet-50 b32 on both: the derived rows of "
              "`calibration.yaml` carry a paper's ResNet-50 time by that ratio, so its change from one GPU to the "
@@ -128,17 +211,16 @@ def compare_section(gpu: dict, name: str, other: dict, other_dir: Path) -> list[
 
 
 def report(gpu_dir: Path | None = None, cpu_dir: Path | None = None, *, no_sim: bool = False,
-           compare_dir: Path | None = None, track=lambda jobs, description: jobs) -> str:
+           compare_dir: Path | None = None, track=lambda jobs, description: jobs, sims: list[dict] | None = None,
+           calibration: Path | None = None, base: Path | None = None) -> str:
     """The page: GPU profiles of ``gpu_dir`` (default: the packaged ``profiles/gpu-h100``) against the CPU ones
-    and ``calibration.yaml``; part 4 simulates (skipped with ``no_sim``), part 5 sets ``compare_dir``'s GPU
-    beside this one. :class:`GpuCheckError` when a folder holds no GPU profile."""
-    gpu_dir = (gpu_dir or packaged("profiles/gpu-h100")).resolve()
+    and ``calibration`` (default: the packaged ``profiles/calibration.yaml``); part 4 shows ``sims`` (what
+    :func:`simulations` returned) or, without them, simulates now (skipped with ``no_sim``); part 5 sets
+    ``compare_dir``'s GPU beside this one. Folders are named relative to ``base`` (default: the package root).
+    :class:`GpuCheckError` when a folder holds no GPU profile."""
+    gpu_dir = gpu_dir or packaged("profiles/gpu-h100")
     cpu_dir = cpu_dir or packaged("profiles")
-    compare_dir = compare_dir and compare_dir.resolve()
-
-    def by_name(files) -> dict:  # keyed by the file's model name: vgg16-cifar10 is a vgg16 with options
-        return {(f.name.rsplit("-b", 1)[0], p["batch_size"]): (f, p) for f in sorted(files) for p in [load(f)]}
-
+    by_name = _by_name
     gpu, cpu = by_name(gpu_dir.glob("*.json")), by_name(cpu_dir.glob("*-cpu.json"))
     if not gpu:
         raise GpuCheckError(f"no GPU profiles in {gpu_dir} (scripts/gpu/check.sh writes them)")
@@ -148,12 +230,12 @@ def report(gpu_dir: Path | None = None, cpu_dir: Path | None = None, *, no_sim: 
     tf32 = ("off: true FP32, as on the papers' K80, P4000, M60 and V100" if any_gpu.get("tf32") == [False, False]
             else "on (not the papers' FP32)")
     lines = [f"# The calibration against a lent GPU ({full})", "",
-             f"Generated by `synclab calibrate gpu-check` from `{_shown(gpu_dir)}/` "
+             f"Generated by `synclab calibrate gpu-check` from `{_shown(gpu_dir, base)}/` "
              f"(measured {any_gpu.get('date')}, torch {any_gpu.get('torch')}, CUDA {any_gpu.get('cuda')}, driver "
              f"{any_gpu.get('driver')}, TF32 {tf32}) and the checked-in CPU profiles (`profiles/*-cpu.json`, this VM). "
              f"The {name} is none of the papers' GPUs: it tests the calibration's steps (model-to-model ratios, the "
              "per-tensor shape replay keeps), it does not replace a paper's number. Replay keeps the CPU profiles "
-             f"by default; `SYNCLAB_MODEL_PROFILES_DIR={_shown(gpu_dir)}` replays these instead.", "",
+             f"by default; `SYNCLAB_MODEL_PROFILES_DIR={_shown(gpu_dir, base)}` replays these instead.", "",
              "## 1. Per model: CPU profile, GPU with per-layer sync, GPU whole iteration", "",
              "| model | batch | CPU fwd+bwd (s) | GPU fwd+bwd, synced per layer (ms) | GPU whole iteration (ms) "
              "| sync cost | CPU ÷ GPU |", "|---|---|---|---|---|---|---|"]
@@ -170,7 +252,7 @@ def report(gpu_dir: Path | None = None, cpu_dir: Path | None = None, *, no_sim: 
 
     import yaml
 
-    rows = yaml.safe_load(packaged("profiles/calibration.yaml").read_text())["entries"]
+    rows = yaml.safe_load((calibration or packaged("profiles/calibration.yaml")).read_text())["entries"]
     lines += [f"## 1b. Every calibration row against the {name}", "",
               "Each row of `profiles/calibration.yaml` with a GPU profile at its model and batch: the row's seconds "
               f"÷ the {name}'s whole iteration, i.e. how many times slower than the {name} the row makes the "
@@ -205,20 +287,18 @@ def report(gpu_dir: Path | None = None, cpu_dir: Path | None = None, *, no_sim: 
             continue
         fmt = lambda xs: " / ".join(f"{x:.0%}" for x in xs)  # noqa: E731
         lines.append(f"| {m} | {b} | {fmt(bytes_ready_at(c[1]))} | {fmt(bytes_ready_at(p))} |")
-    if not no_sim:
+    if sims is None and not no_sim:
+        sims = simulations(gpu_dir, cpu_dir, track=track)
+    if sims is not None:
         lines += ["", "## 4. The shape's effect on the simulated iteration (same calibrated total)", "",
                   "`synclab simulate` with the calibrated seconds of `calibration.yaml` spread over the tensors by "
                   "the CPU profile (as the reproduction targets do) or by the GPU profile; mean iteration (s):", "",
                   "| setting | strategy | CPU shape | GPU shape | GPU ÷ CPU |", "|---|---|---|---|---|"]
-        jobs = [(lab, m, b, sec, sets, s) for lab, m, b, sec, sets, strategies in SIM_POINTS for s in strategies]
-        for lab, m, b, sec, sets, s in track(jobs, description="simulating"):
-            cf, cp = cpu[(m, b)]
-            gf, gp = gpu[(m, b)]
-            tc = simulate(sets, s, m, b, cf, sec / total(cp))
-            tg = simulate(sets, s, m, b, gf, sec / total(gp))
-            lines.append(f"| {lab} | {s} | {tc:.3f} | {tg:.3f} | {tg / tc:.3f} |")
+        for r in sims:
+            tc, tg = r["cpu_shape_s"], r["gpu_shape_s"]
+            lines.append(f"| {r['setting']} | {r['strategy']} | {tc:.3f} | {tg:.3f} | {tg / tc:.3f} |")
     if compare_dir:
-        lines += compare_section(gpu, name, by_name(compare_dir.glob("*.json")), compare_dir)
+        lines += compare_section(gpu, name, by_name(compare_dir.glob("*.json")), compare_dir, base)
     return "\n".join(lines) + "\n"
 
 

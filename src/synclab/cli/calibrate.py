@@ -146,20 +146,29 @@ def gpu_check(gpu_dir: Optional[Path] = typer.Option(None, "--gpu-dir", help="GP
               no_sim: bool = typer.Option(False, "--no-sim", help="Skip part 4 (the simulations)."),
               compare_dir: Optional[Path] = typer.Option(None, "--compare-dir", help="Another GPU's profiles, "
                                                          "compared in part 5.")):
-    """The replay calibration against a lent GPU's profiles: regenerates docs/results/gpu-check.md."""
+    """The replay calibration against a lent GPU's profiles: regenerates docs/results/gpu-check.md.
+
+    In a checkout (no --out) it runs part 4's simulations into docs/gpu/gpu-check.json, then renders the page
+    from that record and the profiles (as `synclab docs` does); with --out it writes one page straight away."""
     from rich.progress import track
 
-    from synclab.calibrate.gpu_check import GpuCheckError, report
+    from synclab.calibrate.gpu_check import GpuCheckError, page, record, report
     from synclab.resources import checkout
 
-    if out is None:
-        root = checkout()
-        if root is None:
-            fail("outside a checkout name the page with --out")
-        out = root / "docs" / "results" / "gpu-check.md"
+    def progress(jobs, description):
+        return track(jobs, description=description, console=console)
+
+    root = checkout() if out is None else None
+    if out is None and root is None:
+        fail("outside a checkout name the page with --out")
     try:
-        text = report(gpu_dir, cpu_dir, no_sim=no_sim, compare_dir=compare_dir,
-                      track=lambda jobs, description: track(jobs, description=description, console=console))
+        if root is not None:
+            out = root / "docs" / "results" / "gpu-check.md"
+            rec = record(root, gpu_dir, cpu_dir, compare_dir=compare_dir, no_sim=no_sim, track=progress)
+            console.print(f"wrote {rec}")
+            text = page(root)
+        else:
+            text = report(gpu_dir, cpu_dir, no_sim=no_sim, compare_dir=compare_dir, track=progress)
     except GpuCheckError as e:
         fail(str(e))
     except RuntimeError as e:  # a simulation failed

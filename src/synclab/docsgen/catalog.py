@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from synclab.calibrate import gpu_check
+from synclab.chaos import doc as fault_matrix
 from synclab.docsgen import (
          env_ref,
          metrics_ref,
@@ -15,7 +17,6 @@ from synclab.docsgen import (
          spec_ref,
          wire_ref,
 )
-from synclab.chaos import doc as fault_matrix
 from synclab.reproduce import heldout
 from synclab.validate import doc as validation
 
@@ -29,4 +30,5 @@ register("docs/results/reproduction.md", results.reproduction_page)
 register("docs/results/calibration-check.md", heldout.page, command="synclab reproduce --calibration-check")
 register("docs/results/validation.md", validation.render, command="synclab validate doc")
 register("docs/results/fault-matrix.md", fault_matrix.page, command=fault_matrix.COMMAND)
+register("docs/results/gpu-check.md", gpu_check.page)  # from docs/gpu/gpu-check.json (synclab calibrate gpu-check)
 register("README.md", readme.render)  # its generated blocks only; last: they summarize the pages above
