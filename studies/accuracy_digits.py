@@ -187,6 +187,7 @@ def main() -> None:
         final = [run[-1]["test_accuracy"] * 100 for run in curves[c.label]]
         results[c.label] = {**summarize(final), "per_seed": dict(zip(map(str, seeds), final)), "sets": c.sets}
     report = {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "what": "final test accuracy (%) on digits' 360 held-out images after the last iteration, rank 0's "
                 "parameters (synclab.compute.evaluation); std is the sample std over seeds",
         "iterations": args.iterations, "epochs": args.iterations * global_batch / TRAIN_SIZE,

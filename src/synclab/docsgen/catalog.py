@@ -7,6 +7,7 @@ from __future__ import annotations
 from synclab.calibrate import gpu_check
 from synclab.chaos import doc as fault_matrix
 from synclab.docsgen import (
+         accuracy,
          env_ref,
          metrics_ref,
          profiles_ref,
@@ -31,4 +32,5 @@ register("docs/results/calibration-check.md", heldout.page, command="synclab rep
 register("docs/results/validation.md", validation.render, command="synclab validate doc")
 register("docs/results/fault-matrix.md", fault_matrix.page, command=fault_matrix.COMMAND)
 register("docs/results/gpu-check.md", gpu_check.page)  # from docs/gpu/gpu-check.json (synclab calibrate gpu-check)
+register(accuracy.PAGE, accuracy.render)  # from docs/results/accuracy/accuracy.json (studies/accuracy_digits.py)
 register("README.md", readme.render)  # its generated blocks only; last: they summarize the pages above
