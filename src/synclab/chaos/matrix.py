@@ -78,34 +78,40 @@ def _has_ps(spec: str, settings: list[str]) -> bool:
 
 def run_matrix(m: Matrix, out: Path, *, only: list[str] = (), heartbeat_timeout_s: float = 10.0,
                on_cell: Callable[[str, dict], None] | None = None) -> list[dict]:
-    """Run the selected cells into ``out/FAMILY/FAULT``; their records, each with ``family`` added."""
-    from synclab.chaos.cell import chaos_overrides, run_cell, run_job, _default_isolation
-
+    """Run the selected cells into ``out/FAMILY/FAULT``; their records, each with ``family`` added. A cell
+    that cannot run (its family's undisturbed run failed, say) is an ``ERROR: ...`` record, not the end."""
     records = []
     for family, fam_settings in m.families.items():
         settings = [*m.settings, *fam_settings]
         cells = [f for f in m.faults if selected(family, f, list(only))]
-        if not cells:
-            continue
-        baseline = out / family / "baseline"
-        base = None
         for fault in cells:
-            if fault.kind == "kill" and fault.target == "ps" and not _has_ps(m.spec, settings):
-                record = {"fault": fault.label, "outcome": "n/a", "reason": "the job has no PS shard"}
-            else:
-                if base is None:  # every cell of the family runs with the same isolation (netns when it can)
-                    iso = "netns" if any(f.needs_netns for f in cells) else _default_isolation()
-                    base_settings = chaos_overrides(m.spec, settings, heartbeat_timeout_s=heartbeat_timeout_s,
-                                                    checkpoint_every=5, isolation=iso)
-                    base = run_job(m.spec, base_settings, baseline)
-                    if base["status"] != "ok":
-                        raise RuntimeError(f"{family}: the undisturbed run failed: {base['reason']}")
-                    (baseline / "chaos-run.json").write_text(json.dumps(base, indent=2) + "\n")
-                record = run_cell(m.spec, settings, fault, out / family / fault.label.replace(":", "-"),
-                                  heartbeat_timeout_s=heartbeat_timeout_s, baseline=baseline)
+            try:
+                record = _cell(m, family, settings, fault, out, cells, heartbeat_timeout_s)
+            except Exception as e:
+                record = {"fault": fault.label, "outcome": f"ERROR: {type(e).__name__}: {e}", "reason": str(e)}
             record.update(family=family, settings=settings, matrix=str(m.path), recorded=time.strftime(
                 "%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
             records.append(record)
             if on_cell:
                 on_cell(family, record)
     return records
+
+
+def _cell(m: Matrix, family: str, settings: list[str], fault: Fault, out: Path, cells: list[Fault],
+          heartbeat_timeout_s: float) -> dict:
+    from synclab.chaos.cell import _default_isolation, chaos_overrides, run_cell, run_job
+
+    if fault.kind == "kill" and fault.target == "ps" and not _has_ps(m.spec, settings):
+        return {"fault": fault.label, "outcome": "n/a", "reason": "the job has no PS shard"}
+    baseline = out / family / "baseline"
+    done = baseline / "chaos-run.json"
+    if not done.exists():  # once per family; every cell of the family runs with the same isolation
+        iso = "netns" if any(f.needs_netns for f in cells) else _default_isolation()
+        base = run_job(m.spec, chaos_overrides(m.spec, settings, heartbeat_timeout_s=heartbeat_timeout_s,
+                                               checkpoint_every=5, isolation=iso), baseline)
+        done.write_text(json.dumps(base, indent=2) + "\n")
+    base = json.loads(done.read_text())
+    if base["status"] != "ok":
+        raise RuntimeError(f"the undisturbed run failed: {base['reason']} (records in {baseline})")
+    return run_cell(m.spec, settings, fault, out / family / fault.label.replace(":", "-"),
+                    heartbeat_timeout_s=heartbeat_timeout_s, baseline=baseline)

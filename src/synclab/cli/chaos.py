@@ -53,7 +53,7 @@ def chaos(spec: Optional[str] = typer.Argument(None, help="Experiment spec (YAML
             fail(f"{f.label}: {e}", 1)
         records.append(r)
         console.print(f"{f.label}: [bold]{r['outcome']}[/] ({_timing(r)})")
-    if any(r["outcome"].startswith("VIOLATION") for r in records):
+    if any(r["outcome"].startswith(("VIOLATION", "ERROR")) for r in records):
         raise typer.Exit(1)
 
 
@@ -72,14 +72,16 @@ def _matrix(spec, faults, only, set_, out, heartbeat_timeout, doc) -> None:
         m = load_matrix(spec, extra_faults=faults, extra_settings=list(set_))
     except MatrixError as e:
         fail(str(e))
-    records = run_matrix(m, out, only=only, heartbeat_timeout_s=heartbeat_timeout,
-                         on_cell=lambda fam, r: console.print(f"{fam} × {r['fault']}: [bold]{r['outcome']}[/] "
-                                                              f"({_timing(r)})"))
-    console.print(json.dumps({"cells": len(records)}))
-    if doc:
-        from synclab.chaos.doc import write_records
+    from synclab.chaos.doc import write_records
 
-        for path in write_records(records, Path.cwd()):
-            console.print(f"wrote {path}")
-    if any(r["outcome"].startswith("VIOLATION") for r in records):
+    def on_cell(family: str, r: dict) -> None:
+        console.print(f"{family} × {r['fault']}: [bold]{r['outcome']}[/] ({_timing(r)})")
+        if doc:  # each cell's record as soon as it is known: a matrix cut short keeps what it measured
+            for path in write_records([r], Path.cwd()):
+                console.print(f"  wrote {path}")
+
+    records = run_matrix(m, out, only=only, heartbeat_timeout_s=heartbeat_timeout, on_cell=on_cell)
+    console.print(json.dumps({"cells": len(records), "violations": sum(r["outcome"].startswith(("VIOLATION", "ERROR"))
+                                                                      for r in records)}))
+    if any(r["outcome"].startswith(("VIOLATION", "ERROR")) for r in records):
         raise typer.Exit(1)
