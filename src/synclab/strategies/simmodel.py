@@ -90,10 +90,10 @@ class SplitRoles(SimModel):
     gradients by recursive doubling. The plan gives ``conv_workers``, ``fc_workers`` and ``boundary``;
     ``groups(n_c, n_f)`` maps each FC worker to the CONV workers it serves."""
 
-    groups: Callable[[int, int], Any] = None  # type: ignore[assignment]
+    groups: Callable[[int, int], Any]
 
     def __post_init__(self):
-        if self.groups is None:
+        if not callable(self.groups):
             raise ValueError("SplitRoles needs groups(n_c, n_f)")
 
 
@@ -105,7 +105,7 @@ class OwnModel(SimModel):
     all-reduce, the optimizer step, gates, timers. ``mirror``: every rank does the same (see
     :attr:`SimModel.mirrors_ranks`); a model that all-reduces needs it."""
 
-    factory: Callable[[Any], Any] = None  # type: ignore[assignment]
+    factory: Callable[[Any], Any]
     mirror: bool = True
     per_tensor_host: HostPath | None = None
 

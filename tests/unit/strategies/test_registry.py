@@ -218,7 +218,7 @@ def test_two_classes_under_one_name_are_an_error(clean_registry):
 
 def test_own_model_declarations_are_checked():
     with pytest.raises(ValueError, match="factory"):
-        OwnModel()
+        OwnModel(factory=None)
     with pytest.raises(ValueError, match="planner"):
         RingAllReduce(groups="merged")
     with pytest.raises(ValueError, match="schedule"):
