@@ -14,15 +14,12 @@ PAGE = f"{DIR}/README.md"
 
 def _label(name: str, sets: list[str], lr: float) -> str:
     """A configuration as a reader names it, from the ``--set`` overrides its runs used."""
+    from synclab.strategies import registry
+
     kv = dict(s.split("=", 1) for s in sets)
     strategy = kv.get("strategy.name", "")
-    if strategy == "ps":
-        return "SSGD (`ps`)"
-    if strategy == "asgd":
-        return f"ASGD, lr {float(kv.get('optimizer.lr', lr)):g}"
-    if strategy == "ssdsgd":
-        return f"SSD-SGD k = {kv.get('strategy.k', '?')}"
-    return f"`{name}`"
+    label = registry.get(strategy).paper_label(kv, lr) if strategy in registry.names() else None
+    return label or f"`{name}`"
 
 
 def render(root: Path) -> str:

@@ -25,6 +25,10 @@ class Asgd(PsStrategy):
     sim_model = ParameterServer(client="push-pull")
     lockstep = False  # no worker waits for another (the summary counts each worker's own pace)
 
+    @classmethod
+    def paper_label(cls, overrides, lr):
+        return f"ASGD, lr {float(overrides.get('optimizer.lr', lr)):g}"
+
     def on_gradient(self, iteration, index, grad):
         self.client.push(iteration, index, grad)
         self.client.pull(iteration, index)  # same stream, after the push: the reply includes it

@@ -118,6 +118,12 @@ class Strategy(ABC):
         self.ctx = ctx
 
     @classmethod
+    def paper_label(cls, overrides: dict[str, str], lr: float) -> str | None:
+        """How the papers name this configuration (``overrides``: the run's ``--set`` keys and values, ``lr``
+        the base learning rate), for generated result pages; None: no such name (the page uses its own)."""
+        return None
+
+    @classmethod
     def make_plan(cls, params: list[ParamInfo], *, ps_shards: int, workers: int, seed: int,
                   options: BaseModel) -> Plan:
         """The plan rank 0 publishes, an instance of ``cls.Plan``; default empty."""

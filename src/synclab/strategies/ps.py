@@ -247,5 +247,9 @@ class ParameterServerBaseline(PsStrategy):
     name = "ps"
     server_mode = "notify-pull"
     closed_form = "eq6"  # Stanza's model of this baseline (§3.2, eq. 6-7)
+
+    @classmethod
+    def paper_label(cls, overrides, lr):
+        return f"SSGD (`{cls.name}`)"  # SSD-SGD's name for synchronous PS SGD (§4)
     checkpointable = True   # the optimizer state lives on the shards (Shard.state_dict)
     pull_on_notify = True

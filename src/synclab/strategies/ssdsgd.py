@@ -86,6 +86,10 @@ class SsdSgd(PsStrategy):
     final_pull_timeout_s: float = 60.0
 
     @classmethod
+    def paper_label(cls, overrides, lr):
+        return f"SSD-SGD k = {overrides.get('strategy.k', '?')}"
+
+    @classmethod
     def make_plan(cls, params, *, ps_shards, workers, seed, options):
         return cls.kvstore_plan(params, ps_shards, seed, max_ahead=options.k + 1, warmup=options.warmup,
                                 k=options.k)
