@@ -27,6 +27,8 @@ from pathlib import Path
 RECORDS = "docs/validation"
 DOC = "docs/results/validation.md"
 README = "README.md"
+# What records made before ``synclab validate grid`` existed name as their command; its options are the same.
+SCRIPT_BEFORE_COMMAND = "python experiments/sim_vs_emu.py "
 
 
 class ValidationDocError(ValueError):
@@ -69,7 +71,11 @@ def grid_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str],
     within = sum(_within(r["ratio"]) for r in compared)
     fits = [r for r in compared if r.get("b_ratio") not in (None, "")]
     fits_ok = sum(_within(r["b_ratio"], FIT_TOL) and _within(r["a_ratio"], FIT_TOL) for r in fits)
-    lines = [f"## `{name}`", "", f"`{meta['command']}` — code `{meta.get('code', '?')}`, recorded "
+    command, was = meta["command"], ""
+    if command.startswith(SCRIPT_BEFORE_COMMAND):  # recorded before the script became a command (same options)
+        command = "synclab validate grid " + command[len(SCRIPT_BEFORE_COMMAND):]
+        was = f" (recorded as `{SCRIPT_BEFORE_COMMAND.strip()} …`, the script this command replaced)"
+    lines = [f"## `{name}`", "", f"`{command}`{was} — code `{meta.get('code', '?')}`, recorded "
              f"{meta.get('written', '?')}.", "",
              f"{within} of {len(compared)} points within ±10 %"
              + (f"; `mgwfbp`'s fitted a and b both within 20 % at {fits_ok} of {len(fits)}" if fits else "") + ".", "",
