@@ -1,11 +1,11 @@
 """How long Python's cyclic garbage collector stopped the nodes during training: ``summary.json`` ``gc_pauses``.
 
 A full (generation-2) collection walks every tracked object; a worker that imported torch, grpc and SyncLab
-holds ~190 thousand of them, and one pass costs ~50 ms of host time on the 2-core VM (measured, session 19)
+holds ~190 thousand of them, and one pass costs ~50 ms of host time on the 2-core VM (measured, 2026-11-27)
 — under dilation D = 16 that is 3 ms of emulated time in which no thread of the node sends or adds. Whether
 that happens inside a run is what :class:`GcPauses` records: count and seconds of the collector's passes by
 generation (from ``gc.callbacks``), from the ``ready`` barrier to the end of training, into the node's
-``gc-<node>.json``; the coordinator folds them into the summary (:func:`merge`). (Session 19: a 4-iteration
+``gc-<node>.json``; the coordinator folds them into the summary (:func:`merge`). (2026-11-27: a 4-iteration
 quickstart run saw at most one generation-0 pass per node, ~0.3 ms.)
 """
 

@@ -14,13 +14,13 @@
   The start-up ``a`` is the host's too (the emulator's per-message cost is its
   processes' CPU time: the fit's a grows with the process count on the same
   cores): with the host modelled it is a job of the same server, so concurrent
-  start-ups share the cores. Measured per dilation (session 12,
+  start-ups share the cores. Measured per dilation (2026-11-26,
   ``synclab calibrate startup``): the ring's per-message start-up is
   the same host time at D = 1 to 8, i.e. 1/D of it on the emulated clock.
 * With the host modelled, the all-reduce strategies' per-tensor runtime work beside the ring (hand-over to
   the communication thread, events, the replayed update's call, the gate: ``HostCpu.tensor_s``, measured by
   ``synclab calibrate tensor-cost``) is a job of the same cores after each tensor's all-reduce
-  (:meth:`Network.tensor_job`; session 13).
+  (:meth:`Network.tensor_job`; 2026-11-26).
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ DEFAULT_CPU_S_PER_BYTE = 2.09e-9
 # 4-rank row (not used to set it): 6 steps of 25.5 MB, 4 ranks' jobs on 2 cores at half speed each,
 # 1.283 s + 6 x 0.861 ms + 6 x 25.5e6 x 0.23e-9 x 2 = 1.359 s against 1.364 s measured.
 DEFAULT_SERIAL_S_PER_BYTE = 0.23e-9
-# The worker runtime's own host time per tensor beside the ring, for the all-reduce strategies (session 13,
+# The worker runtime's own host time per tensor beside the ring, for the all-reduce strategies (2026-11-26,
 # issue 14): handing the gradient to the communication thread, flattening or copying it, the send_start /
 # send_end events, the update call (replay: a time.sleep of the tensor's update share, which Linux ends late),
 # the gate (mark_fresh and its event). Two paths (``SimModel.host_path``): "per-tensor" (WFBP) does all of it

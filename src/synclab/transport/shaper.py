@@ -18,7 +18,7 @@ alike; where they differ it is through its explicit arguments:
   96 KiB: tbf cuts a GSO super-packet longer than its bucket into MTU-sized
   packets and queues them one by one (the kernel's ``tbf_segment``), and a 64 KiB
   super-packet with its segments' headers (~68.5 kB as the qdisc counts it) does
-  not fit 64 KiB. Measured (session 18, 2-rank ring alone, 125 Mbit/s): 64 KiB
+  not fit 64 KiB. Measured (2026-11-27, 2-rank ring alone, 125 Mbit/s): 64 KiB
   bucket 20.7 CPU s/GB (gloo 6.9), 128 KB bucket 3.1 (gloo 1.1), the same
   throughput; above ~200 Mbit/s 4 ms of the rate is larger anyway. htb also gets
   an explicit ``quantum`` of min(rate/10 per s, 200 000) bytes so it does not

@@ -143,7 +143,7 @@ def test_burst_and_queue_follow_the_rate():
 
 def test_a_kernel_bucket_holds_a_gso_super_packet():
     # 64 KiB of TCP payload in one skb counts ~68.5 kB in the qdisc (a header per segment); a tbf bucket below
-    # that cuts it into MTU packets, 4-7x the host CPU per byte (session 18)
+    # that cuts it into MTU packets, 4-7x the host CPU per byte (2026-11-27)
     assert bucket_for(125_000_000, kernel=True).burst_bytes == 96 << 10 > 68_500
     assert bucket_for(125_000_000).burst_bytes == 64 << 10  # the app bucket keeps its floor
     assert bucket_for(250_000_000, kernel=True).burst_bytes == 125_000  # 4 ms of the rate is larger

@@ -1,4 +1,4 @@
-"""The emulator host's measured ring goodput as a simulator input (session 14, issue 14)."""
+"""The emulator host's measured ring goodput as a simulator input (2026-11-26, issue 14)."""
 
 from __future__ import annotations
 

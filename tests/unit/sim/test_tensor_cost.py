@@ -1,4 +1,4 @@
-"""The all-reduce workers' per-tensor runtime work beside the ring, on the emulator's host (session 13, issue 14)."""
+"""The all-reduce workers' per-tensor runtime work beside the ring, on the emulator's host (2026-11-26, issue 14)."""
 
 from __future__ import annotations
 
