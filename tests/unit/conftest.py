@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+import grpc.aio
 import pytest
 import torch
 
@@ -74,6 +75,7 @@ _GUARDED = [
     (multiprocessing.process.BaseProcess, "start", "multiprocessing Process.start"),
     (socket.socket, "listen", "a listening socket (a server)"),
     (grpc, "server", "a gRPC server"),
+    (grpc.aio, "server", "a gRPC server (asyncio)"),
 ]
 
 _lock = threading.Lock()
