@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     # 7: tools built from whole runs
     "synclab.reproduce": 7,
     "synclab.load": 7,
+    "synclab.tune": 7,  # synclab tune: searches on the simulator, confirms with synclab run
     "synclab.chaos": 7,  # fault injection into whole runs (synclab chaos) and the fault matrix page
     "synclab.validate": 7,
     "synclab.docsgen": 7,  # the generated documents, rendered from the layers below (synclab docs writes them)
