@@ -321,7 +321,9 @@ class RunSpec(_Section):
                                      "each node's traffic-<node>.csv (P3 Fig. 8/9's 10 ms; under dilation a "
                                      "coarser trace costs the host less)")
     dilation: float = Field(1.0, gt=0, le=1000, description="time dilation D: compute times x D, link rates / D; "
-                                                             "records divided back (replay only)")
+                                                             "records divided back (replay only). Unset: synclab "
+                                                             "run picks D for replayed compute by the host-budget "
+                                                             "rule (synclab.config.dilation) and prints it")
     checkpoint_every: int = Field(0, ge=0, description="every N iterations every node saves its state atomically "
                                                        "into run_dir/checkpoint/ (0: never)")
     restart: Literal["no", "on-failure"] = Field("no", description="on-failure: the local launcher (or, in "
