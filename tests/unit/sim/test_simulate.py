@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -111,3 +112,24 @@ def test_without_nic_contention_a_larger_startup_never_shortens_an_iteration(col
         rows = simulate(spec, startup_s=a).rows
         means.append(sum(r["iteration_s"] for r in rows if r["iteration"] > 1) / (len(rows) - 4))
     assert means == sorted(means) and means[-1] > means[0]
+
+
+def test_mgwfbp_calibration_is_marked_and_left_out_of_the_steady_state(tmp_path):
+    """MG-WFBP's profiling iterations (and the two that pay for them) are phase ``calibration`` in
+    iterations.csv, named in summary.json, and outside the steady-state figures, which then equal SyncEASGD's
+    where the plan merges everything into one group."""
+    sets = ["cluster.workers=16", "cluster.ps_shards=0", "network.rate=10gbit", "model.name=resnet50",
+            "run.iterations=7", "run.warmup=2", "compute.scale=0.001"]
+    merged = write_run(simulate(_spec(*sets, "strategy.name=mgwfbp", "strategy.profile_iterations=2")),
+                       tmp_path / "mgwfbp")
+    assert merged["calibration"]["iterations"] == [1, 2, 3, 4] and "profiling" in merged["calibration"]["what"]
+    assert merged["phases"] == {"warmup": 0, "calibration": 4, "steady": 3} and merged["measured_iterations"] == 3
+    with (tmp_path / "mgwfbp" / "iterations.csv").open() as f:
+        phases = {int(r["iteration"]): r["phase"] for r in csv.DictReader(f)}
+    assert phases == {1: "calibration", 2: "calibration", 3: "calibration", 4: "calibration", 5: "steady",
+                      6: "steady", 7: "steady"}
+    plan = json.loads((tmp_path / "mgwfbp" / "plan.json").read_text())
+    per_tensor = write_run(simulate(_spec(*sets, "strategy.name=wfbp")), tmp_path / "wfbp")
+    one_group = write_run(simulate(_spec(*sets, "strategy.name=synceasgd")), tmp_path / "synceasgd")
+    best = min(per_tensor["iteration_seconds"]["mean"], one_group["iteration_seconds"]["mean"])
+    assert merged["iteration_seconds"]["mean"] == pytest.approx(best, rel=0.03), plan.get("groups")
