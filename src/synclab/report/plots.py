@@ -12,8 +12,15 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from synclab.report.records import (IterationRow, RunRecords, iteration_phases, load_run, measured_iterations,
-                                    summary_calibration, traffic_file)
+from synclab.report.records import (
+    IterationRow,
+    RunRecords,
+    iteration_phases,
+    load_run,
+    measured_iterations,
+    summary_calibration,
+    traffic_file,
+)
 
 DPI = 120
 TX_COLOR, RX_COLOR = "tab:blue", "tab:orange"

@@ -3,7 +3,7 @@
 import pytest
 
 from synclab.config import Spec, load_spec
-from synclab.config.dilation import HOST_BUDGET_BPS, choose_dilation, dilation_for, dilation_explicit
+from synclab.config.dilation import HOST_BUDGET_BPS, choose_dilation, dilation_explicit, dilation_for
 from synclab.resources import spec_path
 
 PS_REPLAY = {"cluster": {"workers": 4, "ps_shards": 2}, "network": {"rate": "1gbit"}, "strategy": {"name": "ps"},
