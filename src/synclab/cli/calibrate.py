@@ -15,7 +15,8 @@ from synclab.cli._common import fail
 app = typer.Typer(no_args_is_help=True, help="Measure what `synclab simulate` reads about the emulator's host: "
                                               "the ring's goodput share (ring-goodput), a PS shard's CPU "
                                               "(shard-cpu), the all-reduce start-up against dilation (startup), "
-                                              "the worker runtime's time per tensor (tensor-cost).")
+                                              "the worker runtime's time per tensor (tensor-cost); and check "
+                                              "the replay calibration against a GPU's profiles (gpu-check).")
 console = Console(stderr=True)
 
 
