@@ -23,5 +23,5 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="A run directory written
     """Print the summary table of a run and write its plots (PNG) into the run directory."""
     try:
         show_report(run_dir)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ValueError) as e:  # missing, unreadable or malformed records, each named
         fail(str(e))

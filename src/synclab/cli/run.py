@@ -10,6 +10,7 @@ import typer
 import yaml
 
 from synclab.cli._common import console, fail
+from synclab.fileio import write_atomic
 from synclab.cli.report import show_report
 
 
@@ -31,7 +32,7 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML), or a pack
     s, net = job.spec, job.network
     run_dir = out or Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{s.strategy.name}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "spec.yaml").write_text(yaml.safe_dump(s.to_dict(), sort_keys=False))
+    write_atomic(run_dir / "spec.yaml", yaml.safe_dump(s.to_dict(), sort_keys=False))
     for stale in ("summary.json", "failure.json", "status.json"):
         (run_dir / stale).unlink(missing_ok=True)
     if net.isolation == "docker":

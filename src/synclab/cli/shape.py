@@ -36,13 +36,9 @@ def shape(profile: str = typer.Option(..., "--profile", help="Profile name or YA
     except ProfileError as e:
         fail(str(e))
     if run_dir is not None:
-        ctl = run_dir / "control.json"
-        if not ctl.is_file():
-            fail(f"{ctl} is missing: is {run_dir} the directory of a running local job?")
-        info = _json.loads(ctl.read_text())
-        coordinator_addr, token = info["coordinator"], info["token"]
-        if info.get("tls_dir"):  # a job that made its own CA (transport.tls)
-            os.environ.setdefault("SYNCLAB_TLS_DIR", info["tls_dir"])
+        coordinator_addr, token, tls_dir = read_control(run_dir)
+        if tls_dir:  # a job that made its own CA (transport.tls)
+            os.environ.setdefault("SYNCLAB_TLS_DIR", tls_dir)
     if not coordinator_addr or not token:
         fail("say which job: --run DIR, or --coordinator host:port with SYNCLAB_TOKEN set")
     import grpc
@@ -57,3 +53,25 @@ def shape(profile: str = typer.Option(..., "--profile", help="Profile name or YA
     if not reply.accepted:
         fail(reply.message, 2 if reply.unsupported else 1)
     console.print(reply.message)
+
+
+def read_control(run_dir: Path) -> tuple[str, str, str]:
+    """The coordinator address, job token and TLS folder a local job's ``control.json`` names (exit 2 if it
+    cannot be used, naming the file and why)."""
+    import json
+
+    from synclab.fileio import InputFileError, read_text
+
+    ctl = run_dir / "control.json"
+    if not ctl.exists() and not ctl.is_symlink():
+        fail(f"{ctl} is missing: is {run_dir} the directory of a running local job?")
+    try:
+        info = json.loads(read_text(ctl, "control file"))
+    except InputFileError as e:
+        fail(str(e))
+    except ValueError as e:
+        fail(f"control file {ctl} is not valid JSON ({e}); was it written by synclab run?")
+    if not isinstance(info, dict) or not all(isinstance(info.get(k), str) and info[k] for k in ("coordinator", "token")):
+        fail(f"control file {ctl} does not name a coordinator and a token; was it written by synclab run?")
+    tls_dir = info.get("tls_dir") or ""
+    return info["coordinator"], info["token"], tls_dir if isinstance(tls_dir, str) else ""

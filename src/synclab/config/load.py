@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from synclab.fileio import InputFileError, read_text
 from synclab.config.spec import Spec, SpecError
 
 
@@ -83,12 +84,14 @@ def load_spec(path: str | Path, overrides: Iterable[Override] = ()) -> Spec:
     entrypoint alike): the YAML file, then the overrides in order, validated.
     A :class:`SpecError` names the file and the dotted key."""
     path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"spec file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(read_text(path, "spec file"))
+    except InputFileError as e:
+        raise SpecError(str(e)) from None
     except yaml.YAMLError as e:
         raise SpecError(f"{path}: not valid YAML: {e}") from None
+    if data is None:  # an empty file is a mistake (a truncated copy, the wrong path), never "all defaults"
+        raise SpecError(f"spec file {path} is empty; a spec names at least its strategy (e.g. strategy: {{name: ps}})")
     if not isinstance(data, dict):
         raise SpecError(f"{path}: the spec must be a mapping of sections")
     try:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from synclab.fileio import write_atomic
+
 # file name -> module with a build() returning the dashboard builder
 DASHBOARDS = {
     "synclab-network.json": "synclab.dashboards.network",
@@ -43,7 +45,7 @@ def write(directory: Path) -> list[Path]:
     written = []
     for name, text in render().items():
         path = directory / name
-        path.write_text(text)
+        write_atomic(path, text)
         written.append(path)
     return written
 

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from synclab.fileio import write_atomic
 from synclab.load.targets import TARGETS, CoordinatorTarget, RssSampler, ShardTarget
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -290,7 +291,7 @@ def write_results(result: LoadResult, out: Path, rss_samples: list[tuple[float, 
         w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         w.writeheader()
         w.writerows(result.rows)
-    (out / "load.json").write_text(json.dumps({**asdict(result), "ok": result.ok}, indent=2, default=str) + "\n")
+    write_atomic(out / "load.json", json.dumps({**asdict(result), "ok": result.ok}, indent=2, default=str) + "\n")
     run = result.run
     plot_load(out / "locust_stats_history.csv", rss_samples, out / "load.png", title=f"synclab load: "
               f"{result.settings['target']} {run.get('target', '')}, {result.settings['users']} users — run "

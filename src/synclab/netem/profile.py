@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from synclab.fileio import InputFileError, read_text
 from synclab.linkprofile import (
     LinkProfile,
     ProfileError,
@@ -66,9 +67,9 @@ def load_profile_file(path: Path) -> LinkProfile:
     """Read and validate one profile file; its name is the file's stem."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ProfileError(f"{path}: cannot read profile: {e.strerror or e}") from None
+        data = yaml.safe_load(read_text(path, "link profile"))
+    except InputFileError as e:
+        raise ProfileError(str(e)) from None
     except yaml.YAMLError as e:
         raise ProfileError(f"{path}: not valid YAML: {e}") from None
     return profile_from_mapping(data, name=path.stem, source=str(path))

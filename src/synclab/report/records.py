@@ -7,6 +7,7 @@ with its name, line and column.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from synclab.fileio import InputFileError, read_text
 from synclab.metrics.sampler import COLUMNS as TRAFFIC_COLUMNS
 
 SUMMARY_FILE = "summary.json"
@@ -181,12 +183,16 @@ def natural_key(name: str) -> tuple:
 
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
+    """The rows of a record's CSV; :class:`InputFileError` (a ``ValueError``) names the file and what is wrong."""
+    text = read_text(path, "run record")
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
         missing = [c for c in required if c not in (reader.fieldnames or ())]
         if missing:
             raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
         return list(reader)
+    except csv.Error as e:
+        raise InputFileError(f"{path}: not a readable CSV ({e})") from None
 
 
 def read_iterations(path: Path) -> list[IterationRow]:
@@ -217,9 +223,10 @@ def load_run(run_dir: str | Path) -> RunRecords:
         raise FileNotFoundError(f"run directory {run_dir} does not exist")
     for name in (SUMMARY_FILE, ITERATIONS_FILE):
         if not (run_dir / name).is_file():
-            raise FileNotFoundError(f"{run_dir / name} is missing: is {run_dir} a finished SyncLab run directory?")
+            what = "is a folder, not a file" if (run_dir / name).is_dir() else "is missing"
+            raise FileNotFoundError(f"{run_dir / name} {what}: is {run_dir} a finished SyncLab run directory?")
     try:
-        summary = json.loads((run_dir / SUMMARY_FILE).read_text())
+        summary = json.loads(read_text(run_dir / SUMMARY_FILE, "run summary"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{run_dir / SUMMARY_FILE}: not valid JSON ({e})") from e
     if not isinstance(summary, dict):

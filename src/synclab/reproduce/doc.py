@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from synclab.fileio import write_atomic
 from synclab.reproduce.verdict import VERDICTS
 
 DOC = Path("docs/results/reproduction.md")  # the page, relative to the repository root
@@ -284,7 +285,7 @@ def render(found: list[tuple[dict[str, Any], Path]], doc: Path, *, missing: list
     """Write ``doc`` (:func:`render_text`); returns the text."""
     text = render_text(found, doc, missing=missing)
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text)
+    write_atomic(doc, text)
     return text
 
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from synclab.fileio import write_atomic
 from synclab.reproduce.runner import code_version, judge_all, verdict_text
 from synclab.reproduce.schema import Target
 from synclab.reproduce.verdict import VERDICTS, verdict_of
@@ -127,7 +128,7 @@ def rejudge(target: Target, record: Path, judge: str | None = None) -> dict[str,
     """Judge ``target``'s claims again from the record in ``record`` and rewrite its ``verdict.json``
     (:func:`rejudged`); returns it."""
     new = rejudged(target, record, judge)
-    (record / "verdict.json").write_text(verdict_text(new))
+    write_atomic(record / "verdict.json", verdict_text(new))
     return new
 
 

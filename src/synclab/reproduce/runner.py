@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from synclab.fileio import write_atomic
 from synclab.reproduce.calibration import CALIBRATION, Scale, compute_scale, load_calibration
 from synclab.reproduce.figure import draw
 from synclab.reproduce.points import RUNNERS, Point, expand
@@ -278,7 +279,7 @@ def run_target(target: Target, root: Path, out: Path, *, quick: bool, extra: lis
         # a repeated point's record joins its repeats' codes with ", "
         "code": sorted({c for r in records for c in str(r.get("code", "unknown")).split(", ")}),
     }
-    (out / "verdict.json").write_text(verdict_text(verdict))
+    write_atomic(out / "verdict.json", verdict_text(verdict))
     return verdict
 
 
@@ -310,6 +311,6 @@ def _run_repeats(target: Target, root: Path, out: Path, p: Point, repeats: int, 
         record = {"id": p.id, "values": p.values, "overrides": p.overrides, "engine": p.engine,
                   "dilation": p.dilation, "notes": p.notes, "host_seconds": time.monotonic() - t0,
                   "host_load": round(os.getloadavg()[0], 2), "code": code, "repeat": k, **result}
-        (run_dir / "record.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+        write_atomic(run_dir / "record.json", json.dumps(record, indent=1, default=str) + "\n")
         reps.append(record)
     return (merge_repeats(reps) if reps else None), ran

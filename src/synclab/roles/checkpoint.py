@@ -21,10 +21,11 @@ applied and every pull answered (:meth:`synclab.ps.shard.Shard.wait_settled`).
 from __future__ import annotations
 
 import io
-import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from synclab.fileio import write_atomic
 
 ROOT = "checkpoint"
 KEEP = 2
@@ -43,29 +44,14 @@ def directory(run_dir: Path, iteration: int) -> Path:
     return Path(run_dir) / ROOT / f"{iteration:08d}"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """``path`` holds either its old content or all of ``data``, whatever happens meanwhile."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def save(run_dir: Path, iteration: int, node: str, state: dict[str, Any]) -> Path:
     import torch  # here, not at the top: a container's supervisor reads latest() without torch
 
     buf = io.BytesIO()
     torch.save({"iteration": iteration, "node": node, **state}, buf)
     path = directory(run_dir, iteration) / f"{node}.pt"
-    atomic_write(path, buf.getvalue())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, buf.getvalue())
     return path
 
 
@@ -88,7 +74,7 @@ def commit(run_dir: Path, iteration: int, nodes: list[str]) -> None:
     missing = [n for n in nodes if not (d / f"{n}.pt").exists()]
     if missing:
         raise FileNotFoundError(f"checkpoint {iteration} lacks the state of {', '.join(missing)}")
-    atomic_write(Path(run_dir) / ROOT / "LATEST", f"{iteration}\n".encode())
+    write_atomic(Path(run_dir) / ROOT / "LATEST", f"{iteration}\n")
     kept = sorted(p for p in (Path(run_dir) / ROOT).iterdir() if p.is_dir() and p.name.isdigit())
     for old in kept[:-KEEP]:
         shutil.rmtree(old, ignore_errors=True)

@@ -31,6 +31,7 @@ from typing import Callable
 
 import grpc
 
+from synclab.fileio import write_atomic
 from synclab.config import Spec
 from synclab.roles.bootstrap import free_port
 from synclab.roles.restart import next_attempt, restart_due
@@ -95,7 +96,7 @@ class LocalCluster:
                              profile=self._host_profile() if kernel else None)
         self.netns = NetnsCluster(topo, notsent_lowat=self.spec.network.tcp_notsent_lowat)
         self.netns.up()
-        (self.run_dir / "network.json").write_text(json.dumps({
+        write_atomic(self.run_dir / "network.json", json.dumps({
             "isolation": "netns", "bridge": topo.bridge, "subnet": str(topo.subnet),
             "nodes": {n.name: {"address": n.address, "netns": topo.netns(n.name),
                                "backend": (a.backend if (a := self.netns.applied.get(n.name)) else "none"),
@@ -153,10 +154,9 @@ class LocalCluster:
     def _write_control(self, address: str, **extra: str) -> None:
         """``control.json``: what lets ``synclab shape --run DIR`` reach the job (readable by its owner only)."""
         self.address = address
-        control = self.run_dir / "control.json"
-        control.touch(mode=0o600)
-        control.write_text(json.dumps({"coordinator": address, "token": self.token, **extra,
-                                       **{"tls_dir": v for v in self._tls_env().values()}}) + "\n")
+        write_atomic(self.run_dir / "control.json",
+                     json.dumps({"coordinator": address, "token": self.token, **extra,
+                                 **{"tls_dir": v for v in self._tls_env().values()}}) + "\n", mode=0o600)
 
     def coordinator_stub(self) -> rpc.CoordinatorStub:
         if not hasattr(self, "_stub"):
@@ -262,7 +262,7 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
         finally:
             status["exit_codes"] = cluster.exit_codes()
             status["pids"] = {c.name: c.proc.pid for c in cluster.children}
-            (cluster.run_dir / "status.json").write_text(json.dumps(status, indent=2) + "\n")
+            write_atomic(cluster.run_dir / "status.json", json.dumps(status, indent=2) + "\n")
     return status
 
 

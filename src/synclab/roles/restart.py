@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from synclab.fileio import write_atomic
+
 RESTART_SPEC = "spec-restart.yaml"
 
 
@@ -43,5 +45,5 @@ def next_attempt(run_dir: Path, spec: dict) -> tuple[Path, int]:
     (run_dir / "failure.json").unlink(missing_ok=True)
     resume = checkpoint.latest(run_dir)
     spec_path = run_dir / RESTART_SPEC
-    spec_path.write_text(yaml.safe_dump(resume_spec(spec, resume), sort_keys=False))
+    write_atomic(spec_path, yaml.safe_dump(resume_spec(spec, resume), sort_keys=False))
     return spec_path, resume

@@ -8,6 +8,7 @@ between iterations (:mod:`synclab.compute.evaluation`).
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import time
@@ -20,6 +21,7 @@ from synclab.compute.events import EventLog
 from synclab.compute.replay import ReplayEngine
 from synclab.core import CommFailed
 from synclab.data import make_dataset
+from synclab.fileio import write_atomic
 from synclab.metrics.gcpause import GcPauses
 from synclab.models import build_model, model_input_spec
 from synclab.plans.schema import read_plan
@@ -145,7 +147,9 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
         pauses.remove()
         pauses.write(j.run_dir / f"gc-{j.name}.json")
         if rank == 0:
-            torch.save(engine.state_dict(), j.run_dir / "params.pt")
+            buf = io.BytesIO()  # whole or not at all: other commands compare runs by it
+            torch.save(engine.state_dict(), buf)
+            write_atomic(j.run_dir / "params.pt", buf.getvalue())
         client.flush_reports()
         client.barrier("end", n_nodes)
         strategy.finish()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from synclab.fileio import write_atomic
 from synclab.compute.events import COLUMNS as EVENT_COLUMNS
 from synclab.compute.events import chrome_trace
 from synclab.report.overlap import intersect, length, summarize, union, write_overlap
@@ -100,7 +101,7 @@ def write_run(r: SimResult, out: Path) -> dict:
                         **{k: (f"{v:.9f}" if isinstance(v, float) else v) for k, v in row.items()}})
     summary = summary_of(r)
     if r.plan is not None:  # the merge plan with its cost fit, as the emulator's plan.json has it
-        (out / "plan.json").write_text(json.dumps(r.plan, indent=2, default=str) + "\n")
+        write_atomic(out / "plan.json", json.dumps(r.plan, indent=2, default=str) + "\n")
     if r.events:
         names = _names(r)
         rows = [{"iteration": it, "node": f"worker{rank}", "tensor": names[idx], "event": kind, "time_s": t}
@@ -116,7 +117,7 @@ def write_run(r: SimResult, out: Path) -> dict:
         overlap = overlap_from_events(r)
         write_overlap(out / "overlap.csv", overlap)
         summary.update(summarize(overlap, warmup=r.spec.run.warmup, calibration=calibration_of(r)))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     return summary
 
 

@@ -169,9 +169,12 @@ def open_channel(address: str, token: str, node: str, chunk_bytes: int = DEFAULT
 def bind(server: grpc.Server, address: str, tls: TlsFiles | None | str = "env") -> int:
     """Listen on ``address`` (plain, or mutual TLS as :func:`open_channel` decides); the port, 0 on failure."""
     files = _tls(tls)
-    if files is None:
-        return server.add_insecure_port(address)
-    return server.add_secure_port(address, files.server_credentials())
+    try:
+        if files is None:
+            return server.add_insecure_port(address)
+        return server.add_secure_port(address, files.server_credentials())
+    except RuntimeError:  # grpcio raises where older versions returned 0: not this host's address, or taken
+        return 0
 
 
 def caller_node(context: grpc.ServicerContext) -> str:

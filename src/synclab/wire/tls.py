@@ -26,6 +26,8 @@ from pathlib import Path
 
 import grpc
 
+from synclab.fileio import write_group
+
 ENV = "SYNCLAB_TLS_DIR"
 CLUSTER_NAME = "synclab-cluster"
 FILES = {"ca": "ca.pem", "cert": "node.pem", "key": "node-key.pem"}
@@ -99,16 +101,10 @@ def make_cluster_ca(directory: str | Path, *, days: int = 30) -> Path:
                                                        x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
                  .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM
-    _write(d / FILES["ca"], ca_cert.public_bytes(pem), 0o644)
-    _write(d / FILES["cert"], node_cert.public_bytes(pem), 0o644)
-    _write(d / FILES["key"], node_key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                    serialization.NoEncryption()), 0o600)
+    key = d / FILES["key"]
+    # all three or none: a CA beside a node certificate it did not sign would refuse every connection
+    write_group({d / FILES["ca"]: ca_cert.public_bytes(pem), d / FILES["cert"]: node_cert.public_bytes(pem),
+                 key: node_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())},
+                modes={d / FILES["ca"]: 0o644, d / FILES["cert"]: 0o644, key: 0o600})
     # The CA's key signs nothing after this: it is not kept, so no one can add nodes to the cluster later.
     return d
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(path, mode)

@@ -205,7 +205,7 @@ def test_unknown_and_broken_profiles(tmp_path):
     (tmp_path / "junk.yaml").write_text("rate: [\n")
     with pytest.raises(ProfileError, match="not valid YAML"):
         load_profile(tmp_path / "junk.yaml")
-    with pytest.raises(ProfileError, match="cannot read"):
+    with pytest.raises(ProfileError, match="missing.yaml does not exist"):
         load_profile(tmp_path / "missing.yaml")
     with pytest.raises(ProfileError, match="bad.yaml"):
         list_profiles([tmp_path])

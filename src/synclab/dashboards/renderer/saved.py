@@ -9,6 +9,7 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+from synclab.fileio import write_atomic
 from synclab.dashboards.renderer.model import Dashboard, DashboardError, _read_json
 from synclab.dashboards.renderer.query import _LABEL_VALUES, Snapshot
 
@@ -46,7 +47,7 @@ def write_data(snapshot: Snapshot, stem: Path) -> tuple[Path, Path]:
                                     for s in t.series]} for t in p.targets],
         } for p in snapshot.panels],
     }
-    json_path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    write_atomic(json_path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return csv_path, json_path
 
 

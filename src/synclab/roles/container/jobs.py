@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from synclab.fileio import write_atomic
 from synclab.roles.container import host
 from synclab.roles.container.host import log, read_record
 from synclab.roles.restart import next_attempt, restart_due
@@ -97,9 +98,7 @@ def job_status(returncode: int, run_dir: Path, interrupted_by: str | None = None
 
 
 def write_status(run_dir: Path, status: dict) -> None:
-    tmp = run_dir / f".{STATUS_FILE}.tmp"
-    tmp.write_text(json.dumps(status, indent=2) + "\n")
-    tmp.replace(run_dir / STATUS_FILE)
+    write_atomic(run_dir / STATUS_FILE, json.dumps(status, indent=2) + "\n")
     log(f"job {status['status']}" + (f": {status['reason']}" if status["reason"] else "")
         + f" ({run_dir / STATUS_FILE})")
 
