@@ -19,10 +19,11 @@ class Exporter:
     """Serves one registry's ``/metrics`` on ``host:port`` from a daemon thread.
 
     ``port=0`` binds any free port; ``self.port`` is the one bound (prometheus-client
-    ≥ 0.20 returns the server, whose ``server_port`` holds it).
+    ≥ 0.20 returns the server, whose ``server_port`` holds it). ``host``: the node's own
+    address (its gRPC server's); loopback unless a caller names a wider one.
     """
 
-    def __init__(self, registry: CollectorRegistry, host: str = "0.0.0.0", port: int = 0):
+    def __init__(self, registry: CollectorRegistry, host: str = "127.0.0.1", port: int = 0):
         self._server, self._thread = start_http_server(port, addr=host, registry=registry)
         self.host = host
         self.port: int = self._server.server_port
@@ -46,7 +47,7 @@ class Exporter:
         self.stop()
 
 
-def serve(metrics: Served, host: str = "0.0.0.0", port: int = 0) -> int:
+def serve(metrics: Served, host: str = "127.0.0.1", port: int = 0) -> int:
     """Serve ``metrics`` over HTTP and return the port bound (``port=0``: any free one).
 
     The exporter is recorded in ``metrics.exporters``; :func:`stop` ends it.

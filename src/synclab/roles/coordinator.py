@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 
+from synclab.fileio import write_atomic
 from synclab.config import Spec
 from synclab.metrics import hostcpu
 from synclab.roles import checkpoint
@@ -135,7 +136,7 @@ class CoordinatorService(rpc.CoordinatorServicer):
     def _write_endpoints(self) -> None:
         endpoints = {name: {"role": pb.Role.Name(n.role).lower(), "address": n.address, "metrics_url": n.metrics_url}
                      for name, n in sorted(self.job.nodes.items())}
-        (self.job.run_dir / "endpoints.json").write_text(json.dumps(endpoints, indent=2) + "\n")
+        write_atomic(self.job.run_dir / "endpoints.json", json.dumps(endpoints, indent=2) + "\n")
 
     def GetCluster(self, request, context):
         self._wait(context, lambda: len(self.job.nodes) == self.job.total_nodes, context.time_remaining())
@@ -156,7 +157,7 @@ class CoordinatorService(rpc.CoordinatorServicer):
             self.job.plan_json = request.plan_json
             record = self.job.run_dir / "plan.json"
             if not (self.job.spec.run.resume_from and record.exists()):  # a restart keeps what was planned
-                record.write_text(json.dumps(json.loads(request.plan_json), indent=1) + "\n")
+                write_atomic(record, json.dumps(json.loads(request.plan_json), indent=1) + "\n")
             self.cv.notify_all()
         return pb.Ack()
 
@@ -350,6 +351,14 @@ def own_link_reshaper(spec: Spec, metrics) -> Callable[[pb.ControlCommand], None
     return reshaper(spec, "coordinator", "coordinator", LinkShaper(), metrics)
 
 
+def listen_host(listen: str) -> str:
+    """The address part of ``host:port`` (``[v6]:port`` without brackets): where the coordinator's other
+    listeners bind, so none is wider than its gRPC server (loopback in a local run, the cluster network's
+    address in a container)."""
+    host = listen.rpartition(":")[0]
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
 def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metrics_port: int = 0,
                     job_id: str | None = None) -> int:
     """Serve the job until every node is done (exit 0) or it fails (exit 1)."""
@@ -370,7 +379,7 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
     rpc.add_CoordinatorServicer_to_server(service, server)
     if bind(server, listen) == 0:
         raise OSError(f"coordinator: cannot listen on {listen}")
-    serve(metrics, port=metrics_port)
+    serve(metrics, host=listen_host(listen), port=metrics_port)  # /metrics where the gRPC server is, no wider
     server.start()
     stop = threading.Event()
     threading.Thread(target=service.watch, args=(stop,), name="watch", daemon=True).start()
@@ -384,7 +393,7 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
     if job.state == "failed":
         # Give nodes a moment to see the stop in a heartbeat or an aborted barrier.
         time.sleep(min(2.0, 2 * spec.run.heartbeat_s))
-        (run_dir / "failure.json").write_text(json.dumps(
+        write_atomic(run_dir / "failure.json", json.dumps(
             {"status": "failed", "reason": job.failure, "nodes_done": sorted(job.done)}, indent=2) + "\n")
         server.stop(1)
         return 1
@@ -404,6 +413,6 @@ def run_coordinator(spec: Spec, run_dir: Path, listen: str, token: str, *, metri
     overlap = overlap_rows(span_rows)
     if overlap:
         write_overlap(run_dir / "overlap.csv", overlap)
-    (run_dir / "summary.json").write_text(json.dumps(build_summary(job, rows, overlap), indent=2) + "\n")
+    write_atomic(run_dir / "summary.json", json.dumps(build_summary(job, rows, overlap), indent=2) + "\n")
     server.stop(1).wait(3)
     return 0

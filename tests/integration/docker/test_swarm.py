@@ -74,8 +74,9 @@ def stack(images, single_node_swarm, compose_project, tmp_path_factory):
                         # Workers and shards keep /metrics up 5 s after the few-second job, so Prometheus (1 s
                         # scrapes, DNS discovery every second) samples every node even when one resolves late.
                         SPEC_SET="run.warmup=2 run.linger_s=5")
-    config = c.compose("-f", "docker-compose.yml", "-f", "docker-compose.swarm.yml", "config", "--format", "json",
-                       *SERVICES).stdout
+    config = c.compose("-f", "docker-compose.yml", "-f", "docker-compose.swarm.yml",
+                       "-f", "docker-compose.swarm-prometheus.yml",  # the test reads Prometheus from the host
+                       "config", "--format", "json", *SERVICES).stdout
     converted = subprocess.run([sys.executable, str(STACK_FILE_SCRIPT)], input=config,
                                capture_output=True, text=True, check=True).stdout
     stack_file = tmp_path_factory.mktemp("swarm") / "stack.json"

@@ -251,6 +251,22 @@ def _hostile_stream(engine, address_grpc, address_tcp, token, name, service, fra
     raise AssertionError(f"{what}: accepted")
 
 
+def _listening(pid: int) -> list[tuple[str, str, int]]:
+    """(process, address, port) of every listening TCP socket of ``pid``'s descendants (gRPC, tcp engine,
+    /metrics)."""
+    import psutil
+
+    out = []
+    for p in psutil.Process(pid).children(recursive=True):
+        try:
+            conns = p.net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        out += [(" ".join(p.cmdline()[2:5]), c.laddr.ip, c.laddr.port) for c in conns
+                if c.status == psutil.CONN_LISTEN]
+    return out
+
+
 @pytest.fixture(scope="module")
 def undisturbed(tmp_path_factory):
     out = tmp_path_factory.mktemp("undisturbed") / "run"
@@ -327,6 +343,8 @@ def test_a_running_job_refuses_a_hostile_client_and_trains_as_if_alone(tmp_path,
         for what, want, (code, reason) in results:
             assert code == want, (what, code, reason)
             assert reason, what
+        listening = _listening(proc.pid)  # bind only where needed: a local run listens on loopback only
+        assert listening and all(addr in ("127.0.0.1", "::1") for _, addr, _ in listening), listening
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
     finally:
