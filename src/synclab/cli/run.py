@@ -10,8 +10,8 @@ import typer
 import yaml
 
 from synclab.cli._common import console, fail
-from synclab.fileio import write_atomic
 from synclab.cli.report import show_report
+from synclab.fileio import write_atomic
 
 
 def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML), or a packaged example by name (see synclab examples)."),

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from synclab.fileio import InputFileError, read_text
 from synclab.config.spec import Spec, SpecError
+from synclab.fileio import InputFileError, read_text
 
 
 def _format_errors(err: ValidationError) -> str:

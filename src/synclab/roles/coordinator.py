@@ -21,8 +21,8 @@ from typing import Any
 
 import grpc
 
-from synclab.fileio import write_atomic
 from synclab.config import Spec
+from synclab.fileio import write_atomic
 from synclab.metrics import hostcpu
 from synclab.roles import checkpoint
 from synclab.roles.records import build_summary, calibration_of, write_iterations

@@ -31,8 +31,8 @@ from typing import Callable
 
 import grpc
 
-from synclab.fileio import write_atomic
 from synclab.config import Spec
+from synclab.fileio import write_atomic
 from synclab.roles.bootstrap import free_port
 from synclab.roles.restart import next_attempt, restart_due
 from synclab.wire import pb, rpc

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from synclab.fileio import write_atomic
 from synclab.compute.events import COLUMNS as EVENT_COLUMNS
 from synclab.compute.events import chrome_trace
+from synclab.fileio import write_atomic
 from synclab.report.overlap import intersect, length, summarize, union, write_overlap
 from synclab.report.records import ITERATION_COLUMNS, iteration_phases
 from synclab.report.summary import compute_summary

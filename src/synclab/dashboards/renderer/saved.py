@@ -9,9 +9,9 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from synclab.fileio import write_atomic
 from synclab.dashboards.renderer.model import Dashboard, DashboardError, _read_json
 from synclab.dashboards.renderer.query import _LABEL_VALUES, Snapshot
+from synclab.fileio import write_atomic
 
 
 def write_data(snapshot: Snapshot, stem: Path) -> tuple[Path, Path]:
