@@ -21,6 +21,8 @@ a folder, unreadable, too large, not UTF-8 — into one :class:`InputFileError`
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -65,6 +67,21 @@ def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_
     except UnicodeDecodeError as e:
         raise InputFileError(f"{what} {path} is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); "
                              f"is it the right file?") from None
+
+
+def read_csv_rows(path: str | os.PathLike, what: str = "CSV file", required: tuple[str, ...] = (),
+                  max_bytes: int = MAX_INPUT_BYTES) -> list[dict[str, str]]:
+    """The rows of a user's CSV (a header line, then rows), or :class:`InputFileError` naming the file and
+    the problem: unreadable, not UTF-8, not CSV, or without the ``required`` columns."""
+    text = read_text(path, what, max_bytes)
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        missing = [c for c in required if c not in (reader.fieldnames or ())]
+        if missing:
+            raise InputFileError(f"{what} {path}: missing column(s) {', '.join(missing)}")
+        return list(reader)
+    except csv.Error as e:
+        raise InputFileError(f"{what} {path}: not a readable CSV ({e})") from None
 
 
 def _fsync_dir(folder: Path) -> None:

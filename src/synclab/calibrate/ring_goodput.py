@@ -14,6 +14,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from synclab.fileio import InputFileError, read_csv_rows
+
 COLUMNS = ["ranks", "segment_bytes", "share", "mbytes", "emulated_s", "simulated_s", "simulated_full_share_s", "link",
            "source"]
 
@@ -36,8 +38,14 @@ def calibrate(paths: list[Path], cores: float, root: Path | None = None) -> list
 
     out = []
     for path in paths:
-        for r in csv.DictReader(path.open()):
-            n, mbytes, measured = int(r["ranks"]), float(r["mbytes"]), float(r["synclab_s"])
+        rows = read_csv_rows(path, "all-reduce table", ("ranks", "mbytes", "synclab_s", "link"))
+        if not rows:
+            raise InputFileError(f"all-reduce table {path} has no measured ring")
+        for line, r in enumerate(rows, 2):
+            try:
+                n, mbytes, measured = int(r["ranks"]), float(r["mbytes"]), float(r["synclab_s"])
+            except (TypeError, ValueError) as e:
+                raise InputFileError(f"all-reduce table {path} line {line}: {e}") from None
             profile = load_profile(_link(r["link"], root))
             numel = round(mbytes * 1e6 / 4)
             share, base, simulated = calibrate_ring_goodput(n, numel, profile, measured, host_cores=cores)

@@ -135,7 +135,10 @@ def compare(before: list[Path] = typer.Option(..., "--before", help="sim-vs-emu.
     names = labels.split(",")
     if len(names) != 2:
         fail(f"--labels needs two names, got {labels!r}")
-    b, a = read(before), read(after)
+    try:
+        b, a = read(before), read(after)
+    except ValueError as e:  # synclab.fileio.InputFileError: the file and what is wrong with it
+        fail(str(e))
     if not set(b) & set(a):
         fail("no point is in both --before and --after")
     typer.echo("\n".join(table(b, a, (names[0], names[1]))))

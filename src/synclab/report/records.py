@@ -6,8 +6,6 @@ with its name, line and column.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import re
@@ -18,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from synclab.fileio import InputFileError, read_text
+from synclab.fileio import read_csv_rows, read_text
 from synclab.metrics.sampler import COLUMNS as TRAFFIC_COLUMNS
 
 SUMMARY_FILE = "summary.json"
@@ -183,16 +181,8 @@ def natural_key(name: str) -> tuple:
 
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
-    """The rows of a record's CSV; :class:`InputFileError` (a ``ValueError``) names the file and what is wrong."""
-    text = read_text(path, "run record")
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        missing = [c for c in required if c not in (reader.fieldnames or ())]
-        if missing:
-            raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
-        return list(reader)
-    except csv.Error as e:
-        raise InputFileError(f"{path}: not a readable CSV ({e})") from None
+    """The rows of a record's CSV; :class:`~synclab.fileio.InputFileError` (a ``ValueError``) names the file."""
+    return read_csv_rows(path, "run record", required)
 
 
 def read_iterations(path: Path) -> list[IterationRow]:

@@ -8,17 +8,23 @@ workers with the +-10 % band, and gives the table with both ratios (markdown, bo
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
+
+from synclab.fileio import InputFileError, read_csv_rows
+
+COLUMNS = ("strategy", "rate", "model", "workers", "ratio")
 
 
 def read(paths: list[Path]) -> dict[tuple, float]:
     """(strategy, rate, model, workers) -> simulated / emulated, from ``sim-vs-emu.csv`` files (a later file wins)."""
     out = {}
     for p in paths:
-        for r in csv.DictReader(Path(p).open()):
+        for n, r in enumerate(read_csv_rows(p, "validation table", COLUMNS), 2):
             if r.get("ratio"):
-                out[(r["strategy"], r["rate"], r["model"], int(r["workers"]))] = float(r["ratio"])
+                try:
+                    out[(r["strategy"], r["rate"], r["model"], int(r["workers"]))] = float(r["ratio"])
+                except (TypeError, ValueError) as e:
+                    raise InputFileError(f"validation table {p} line {n}: {e}") from None
     return out
 
 

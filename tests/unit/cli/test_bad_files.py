@@ -93,10 +93,19 @@ def _spec_cases():
                                                  str(t / "missing-template")]),
         ("dashboards render --replay", lambda t, p: ["dashboards", "render", "--replay", str(p), "--out",
                                                      str(t / "dash")]),
+        ("dashboards render FILE", lambda t, p: ["dashboards", "render", str(p), "--out", str(t / "dash")]),
+        ("tune SPEC", lambda t, p: ["tune", str(p), "--param", "transport.chunk_bytes=1024:4096", "--trials", "1",
+                                    "--out", str(t / "tune")]),
+        ("chaos SPEC", lambda t, p: ["chaos", str(p), "--fault", "kill:worker", "--out", str(t / "chaos")]),
+        ("validate compare --before", lambda t, p: ["validate", "compare", "--before", str(p), "--after", str(p),
+                                                    "--out", str(t / "cmp")]),
+        ("calibrate ring-goodput CSV", lambda t, p: ["calibrate", "ring-goodput", str(p), "--out", str(t / "cal")]),
+        ("reproduce --targets", lambda t, p: ["reproduce", "--targets", str(p), "--list"]),
     ]
 
 
 FILE_CASES = _spec_cases()
+FOLDER_ARGS = {"reproduce --targets", "dashboards render FILE"}  # a folder of targets / of dashboards is valid
 RUN_DIR_CASES = [  # commands that read a run folder: the folder's file is bad
     ("shape --run (control.json)", "control.json",
      lambda t, d: ["shape", "--profile", "1gbit", "--run", str(d)]),
@@ -127,6 +136,8 @@ def test_a_bad_file_argument_is_refused_naming_it(tmp_path_factory, case, kind, 
         return  # an empty .env is a valid one to fill in
     if kind == "missing" and name == "compose-env --env-file":
         return  # the file it creates
+    if kind == "folder" and name in FOLDER_ARGS:
+        return  # a folder is what this argument takes
     bad = make_bad(tmp, kind, content)
     result = CliRunner().invoke(app, argv(tmp, bad))
     if kind == "empty" and result.exit_code == 0:
