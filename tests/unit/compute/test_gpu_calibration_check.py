@@ -51,3 +51,17 @@ def test_the_page_shows_the_recorded_simulations_and_runs_none(tmp_path, monkeyp
 def test_a_missing_record_names_the_command_that_writes_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="synclab calibrate gpu-check"):
         check.page(tmp_path)
+
+
+def test_record_refuses_a_folder_without_gpu_profiles_before_writing(tmp_path):
+    with pytest.raises(check.GpuCheckError, match="no GPU profiles"):
+        check.record(tmp_path, gpu_dir=tmp_path, no_sim=True)
+    assert not (tmp_path / check.RECORD).exists()
+
+
+def test_a_record_without_simulations_renders_without_part_4(tmp_path):
+    root = _checkout(tmp_path, {})
+    gpu = root / "src" / "synclab" / "profiles" / "gpu-h100"
+    check.record(root, gpu_dir=gpu, no_sim=True)
+    text = check.page(root)
+    assert "## 1. Per model" in text and "## 4." not in text
