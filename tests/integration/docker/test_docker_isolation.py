@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from integration.docker.conftest import BASE_ENV, DOCKER, DOCKER_SCRIPTS, sh
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]

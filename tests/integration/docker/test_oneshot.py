@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from integration.docker.conftest import kill_script
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]

@@ -22,6 +22,7 @@ import json
 import time
 
 import pytest
+
 from integration.docker.conftest import kill_script
 from integration.docker.test_oneshot import cluster, run_one_shot, start_one_shot  # noqa: F401 - the fixture
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from integration.docker.test_oneshot import NODES, SMALL_JOB, cluster  # noqa: F401 - the fixture
 
+from integration.docker.test_oneshot import NODES, SMALL_JOB, cluster  # noqa: F401 - the fixture
 from synclab.wire.tls import make_cluster_ca
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]

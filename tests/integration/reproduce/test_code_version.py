@@ -3,50 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import yaml
 from rich.console import Console
 
 from synclab.reproduce.runner import run_target
-from synclab.reproduce.schema import load_target
-
-TARGET = {
-    "id": "fake-fig", "paper": "Paper", "figure": "Fig. 1", "title": "a toy", "compares": "x vs y",
-    "setting": "none", "engine": "simulate", "spec": "nowhere.yaml",
-    "quick": {"axes": {"cluster.workers": [2, 4], "strategy.name": ["a", "b"]}, "estimate_s": 1},
-    "full": {"axes": {"cluster.workers": [2, 4, 8], "strategy.name": ["a", "b"]}, "estimate_s": 2},
-    "plot": {"layout": "lines", "x": "cluster.workers", "y": "throughput", "series": "strategy.name",
-             "paper_points": [{"series": "b", "x": 4, "y": 9.0, "source": "text"}]},
-    "claims": [
-        {"id": "b-over-a", "quote": "b is twice a", "source": "§1", "paper_value": 2.0, "kind": "ratio",
-         "num": {"where": {"cluster.workers": 4, "strategy.name": "b"}, "metric": "throughput"},
-         "den": {"where": {"cluster.workers": 4, "strategy.name": "a"}, "metric": "throughput"}},
-        {"id": "a-at-4", "quote": "a does 5", "source": "§2", "paper_value": 5.0,
-         "value": {"where": {"cluster.workers": 4, "strategy.name": "a"}, "metric": "throughput"},
-         "judge": {"within": 0.1, "partly_factor": 2}},
-        {"id": "a-at-8", "quote": "a does 9", "source": "§3", "paper_value": 9.0,
-         "value": {"where": {"cluster.workers": 8, "strategy.name": "a"}, "metric": "throughput"}},
-    ],
-}
-
-
-def _target(tmp_path: Path):
-    d = tmp_path / "experiments" / "reproduce"
-    d.mkdir(parents=True)
-    path = d / "fake-fig.yaml"
-    path.write_text(yaml.safe_dump(TARGET))
-    return load_target(path)
-
-
-class FakeRunner:
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, target, root, point, run_dir, log):
-        self.calls.append(point.id)
-        w, s = point.values["cluster.workers"], point.values["strategy.name"]
-        return {"metrics": {"throughput": float(w) * (2.0 if s == "b" else 1.0)}, "extra": {}}
+from unit.reproduce.test_runner import FakeRunner, _target  # the runner's fake target and point runner
 
 
 def test_every_point_and_the_verdict_name_the_code_they_ran(tmp_path):

@@ -17,8 +17,8 @@ from collections import Counter
 
 import pytest
 import torch
-from integration.runtime.test_failures import _child_pid
 
+from integration.runtime.test_failures import _child_pid
 from support.cluster import FAST, QUICKSTART, REPO, run_spec
 
 pytestmark = pytest.mark.slow

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from unit.ps.test_shard import make_shard, push
 
 
