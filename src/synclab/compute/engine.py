@@ -223,6 +223,14 @@ class EngineBase(ABC):
         self._gate_wait_s = 0.0
         self._waited_s = 0.0
         self._first_grad = 0.0
+        # cluster.slowdown / cluster.straggler: this worker's compute factor of iteration i at [i - 1]
+        # (synclab.compute.stragglers); None: every factor 1
+        self.factors: Sequence[float] | None = None
+
+    def factor_at(self, iteration: int) -> float:
+        """The compute factor of ``iteration`` (1 without a slowdown, or past the list)."""
+        f = self.factors
+        return f[iteration - 1] if f is not None and 0 < iteration <= len(f) else 1.0
 
     @property
     def spans(self) -> SpanLog | None:
@@ -392,16 +400,29 @@ class Engine(EngineBase):
         self.begin_iteration(iteration, start)
         x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         self._ready = [float("nan")] * len(self.tensors) if stopwatch else None
+        slow = self.factor_at(iteration)
         loss = self.loss_fn(self.model(x), y)
-        backward_start = self._synced_now() if stopwatch else 0.0
+        if slow != 1.0:  # a slower device: the forward's time again x (factor - 1), slept
+            self._sync()
+            self._sleep_extra(time.perf_counter() - t0, slow)
+        backward_start = self._synced_now() if stopwatch or slow != 1.0 else 0.0
         loss.backward()
         loss_value = float(loss.detach())
         self._sync()
+        if slow != 1.0:  # and the backward's (its gradients were handed over as they came)
+            self._sleep_extra(time.perf_counter() - backward_start, slow)
         clock = None
         if stopwatch:
             clock = Stopwatch(backward_start - t0 - self._gate_wait_s, backward_start, tuple(self._ready))
             self._ready = None
         return self.end_iteration(loss_value, int(x.shape[0]), clock)
+
+    @staticmethod
+    def _sleep_extra(took_s: float, factor: float) -> None:
+        """Sleep what a device ``factor`` times slower would have taken beyond ``took_s`` (a factor below 1
+        cannot speed real compute up: nothing is slept)."""
+        if factor > 1.0 and took_s > 0:
+            time.sleep(took_s * (factor - 1.0))
 
     def head_forward(self, x, y):
         x = x.to(self.device, non_blocking=True)

@@ -182,10 +182,11 @@ class ReplayEngine(EngineBase):
     def run_iteration(self, iteration, x, y, start=None, *, stopwatch=False):
         """One replayed forward + backward of the whole model (``x``/``y`` are ignored)."""
         self.begin_iteration(iteration, start)
-        self._forward(range(self._n_layers), self.batch_factor)
+        factor = self.batch_factor * self.factor_at(iteration)  # a slow worker's clock runs that much slower
+        self._forward(range(self._n_layers), factor)
         forward_s, backward_start = self._deadline - self._start - self._gate_wait_s, self._deadline
         self._ready = [float("nan")] * len(self.tensors)
-        self._backward(range(len(self.tensors)), self.batch_factor)
+        self._backward(range(len(self.tensors)), factor)
         clock = Stopwatch(forward_s, backward_start, tuple(self._ready)) if stopwatch else None
         return self.end_iteration(float("nan"), self.samples, clock)
 

@@ -26,6 +26,18 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class StragglerSpec(_Section):
+    """Random straggler episodes (:mod:`synclab.compute.stragglers`): at each iteration a worker not already
+    straggling starts an episode with ``probability``; its compute then takes ``factor`` times longer for
+    ``duration`` iterations. Seeded by ``run.seed`` and the rank (the emulator and the simulator draw the
+    same episodes)."""
+
+    probability: float = Field(0.0, ge=0, le=1, description="chance per worker per iteration that an episode "
+                                                              "starts (0: no random stragglers)")
+    factor: float = Field(2.0, ge=1, le=100, description="compute time multiplier during an episode")
+    duration: int = Field(1, ge=1, description="iterations an episode lasts")
+
+
 class ClusterSpec(_Section):
     """``colocate_ps``: PS shard *i* runs on worker *i*'s machine (its network namespace), so one
     shaped link carries that worker's and that shard's traffic, and the two talk over the loopback.
@@ -38,6 +50,33 @@ class ClusterSpec(_Section):
     workers: int = Field(2, ge=1, le=1024)
     ps_shards: int = Field(1, ge=0, le=256)
     colocate_ps: bool = False
+    slowdown: list[float] = Field(default_factory=list, description="fixed compute factor per worker, in rank "
+                                  "order (mixed GPUs: [1, 1, 2.5] makes worker2 2.5x slower); workers beyond "
+                                  "the list run at 1")
+    straggler: StragglerSpec = Field(default_factory=StragglerSpec)
+
+    @field_validator("slowdown")
+    @classmethod
+    def _slowdown(cls, v):
+        if any(not (0 < f <= 100) for f in v):
+            raise ValueError(f"every factor must be in (0, 100], got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _slowdown_fits(self):
+        if len(self.slowdown) > self.workers:
+            raise ValueError(f"slowdown lists {len(self.slowdown)} factors for {self.workers} workers")
+        return self
+
+    def compute_factors(self, rank: int, iterations: int, seed: int) -> list[float] | None:
+        """Worker ``rank``'s compute factor per iteration (:func:`synclab.compute.stragglers.compute_factors`),
+        None when every factor is 1."""
+        from synclab.compute.stragglers import compute_factors
+
+        st = self.straggler
+        f = compute_factors(rank, iterations, slowdown=self.slowdown, probability=st.probability, factor=st.factor,
+                            duration=st.duration, seed=seed)
+        return None if all(x == 1.0 for x in f) else f
 
 
 class NetworkSpec(_Section):

@@ -9,6 +9,9 @@ from typing import Any
 import numpy as np
 
 from synclab.report.records import IterationRow, iteration_phases, measured_iterations
+from synclab.report.stragglers import attribute_waits
+
+PER_WORKER_MAX = 64  # per_worker is left out of larger (simulated) clusters' summaries
 
 
 def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmup: int = 0, *,
@@ -53,6 +56,9 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
       communication time; the share of communication hidden behind compute is
       ``communication_hidden``, measured from the wire by
       :mod:`synclab.report.overlap`).
+    - ``per_worker`` (2 to :data:`PER_WORKER_MAX` workers): each worker's measured compute and wait
+      seconds, the wait attributed to the slowest worker of each iteration or to communication
+      (:func:`synclab.report.stragglers.attribute_waits`).
     - ``measured_iterations``: how many iterations the figures cover.
     - When measured rows carry ``schedule_error_s`` (replay): ``schedule_error``
       with the mean and max seconds, and the p50/p99/max of each row's
@@ -102,6 +108,8 @@ def compute_summary(iter_rows: Iterable[Mapping[str, Any] | IterationRow], warmu
         "compute_seconds_mean": float(np.mean([r.compute_s for r in measured])),
         "comm_wait_seconds_mean": float(np.mean([r.comm_wait_s for r in measured])),
     }
+    if 1 < len({r.rank for r in measured}) <= PER_WORKER_MAX:  # who computed how long, who waited for whom
+        out["per_worker"] = attribute_waits(measured, lockstep=lockstep)
     if all(r.comm_span_s is not None for r in measured):
         out["comm_span_seconds_mean"] = float(np.mean([r.comm_span_s for r in measured]))
     sched = [r for r in measured if r.schedule_error_s is not None]

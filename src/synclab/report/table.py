@@ -80,9 +80,25 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("test accuracy", f"{g('final_test_accuracy') * 100:.2f}% after iteration "
                                       f"{g('final_eval_iteration')} (best {g('best_test_accuracy') * 100:.2f}% at "
                                       f"{g('best_eval_iteration')}; {g('test_samples')} held-out samples)"))
+    rows.extend(per_worker_rows(g("per_worker") or {}))
     sent = g("bytes_sent") or {}
     rows.append(("bytes sent", ", ".join(f"{n} {fmt_bytes(sent[n])}" for n in sorted(sent, key=natural_key))
                  or MISSING))
+    return rows
+
+
+def per_worker_rows(per_worker: dict) -> list[tuple[str, str]]:
+    """One row per worker when some worker waited for another (summary.json ``per_worker``): how long it
+    computed, how long it waited, and for whom."""
+    if not any(k != "communication" for w in per_worker.values() for k in w.get("waited_for", {})):
+        return []
+    rows = []
+    for name, w in per_worker.items():
+        whom = sorted(w["waited_for"].items(), key=lambda kv: -kv[1])
+        detail = ", ".join(f"{s:.2f} s for {k}" for k, s in whom if s >= 0.005)
+        slowest = f"; slowest in {w['slowest_iterations']} iteration(s)" if w.get("slowest_iterations") else ""
+        rows.append((f"{name}", f"computed {w['compute_s']:.2f} s, waited {w['wait_s']:.2f} s"
+                     + (f" ({detail})" if detail else "") + slowest))
     return rows
 
 

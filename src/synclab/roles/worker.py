@@ -67,6 +67,7 @@ def run_worker(rank: int, coordinator: str, token: str, *, host: str = "0.0.0.0"
     else:
         model = build_model(spec.model.name, **spec.model.options).to(device)
         engine = Engine(model, torch.nn.CrossEntropyLoss(), device)
+    engine.factors = spec.cluster.compute_factors(rank, spec.run.iterations, spec.run.seed)  # slow workers
     # Until the plan is read, no message may exceed the whole model (or whatever the strategy's rule gives
     # without a plan); the plan then tightens the limits before any peer sends data.
     element_bytes = engine.tensors[0].element_size() if engine.tensors else 4

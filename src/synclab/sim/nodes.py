@@ -251,7 +251,8 @@ class SimWorker:
         prev = None
         for it in range(1, sim.iterations + 1):
             start = env.now
-            gate_wait = yield from self._forward(it, range(len(sim.layer_fwd)))
+            slow = sim.compute_factor(self.rank, it)  # cluster.slowdown / cluster.straggler
+            gate_wait = yield from self._forward(it, range(len(sim.layer_fwd)), slow)
             self.forward_s = env.now - start - gate_wait
             self.backward_start = env.now
             self._stale_count[it] = len(sim.numels)
@@ -259,7 +260,7 @@ class SimWorker:
             for i in range(len(sim.numels) - 1, -1, -1):
                 if sim.bwd[i] > 0:
                     sim.net.events += 1
-                    yield env.timeout(sim.bwd[i])
+                    yield env.timeout(sim.bwd[i] * slow)
                 self.ready[i] = env.now
                 first_grad = env.now if first_grad is None else first_grad
                 sim.event(it, self.rank, i, "grad_ready")

@@ -340,6 +340,14 @@ class Simulation:
             for p in self.plan.partitions:
                 self.parts_of[self.index_of[p.key]].append(p)
             self.shards = [SimShard(self, k) for k in range(s.cluster.ps_shards)]
+        # slow workers (cluster.slowdown, cluster.straggler): each rank's compute factor per iteration; a mirrored
+        # ring runs at its slowest rank's pace (every step needs every rank's segment), so the one simulated rank
+        # computes at the largest factor of each iteration and the others' rows get their own compute back (run)
+        self.factors: list[list[float]] | None = None
+        if s.cluster.slowdown or s.cluster.straggler.probability > 0:
+            per_rank = [s.cluster.compute_factors(r, self.iterations, s.run.seed) or [1.0] * self.iterations
+                        for r in range(self.world)]
+            self.factors = per_rank
         n_sim = 1 if self.mirror else self.world
         worker_cls = SimWorker
         if isinstance(model, SplitRoles):  # CONV and FC workers run their own split passes
@@ -358,6 +366,26 @@ class Simulation:
         self.plan_record: dict | None = None
         self.t_job = 0.0
         self._ring_bytes = 0
+
+    def compute_factor(self, rank: int, iteration: int) -> float:
+        """The compute factor of simulated worker ``rank`` in ``iteration`` (the largest of all ranks' when the
+        ranks are mirrored)."""
+        if self.factors is None:
+            return 1.0
+        if self.mirror:
+            return max(f[iteration - 1] for f in self.factors)
+        return self.factors[rank][iteration - 1]
+
+    def _unmirror(self, row: dict, rank: int) -> dict:
+        """Rank ``rank``'s row of a mirrored ring from rank 0's (simulated at the slowest rank's pace): its own
+        share of that compute, the rest of the iteration spent waiting."""
+        row = {**row, "rank": rank}
+        if self.factors is not None:
+            it = row["iteration"]
+            own = self.factors[rank][it - 1] / max(f[it - 1] for f in self.factors)
+            compute = row["compute_s"] * own
+            row.update(compute_s=compute, comm_wait_s=row["comm_wait_s"] + row["compute_s"] - compute)
+        return row
 
     # -- recording ------------------------------------------------------------------------------------
 
@@ -404,7 +432,7 @@ class Simulation:
             raise RuntimeError(f"simulation of {self.name!r} stalled: {len(rows)} iteration records of "
                                f"{self.iterations * len(self.workers)} (a gate never opened)")
         if self.mirror and self.world > 1:
-            rows = [{**r, "rank": k} for r in rows for k in range(self.world)]
+            rows = [self._unmirror(r, k) for r in rows for k in range(self.world)]
             nodes = {f"worker{k}": self._ring_bytes for k in range(self.world)}
             sent, received = nodes, dict(nodes)
         else:
