@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "synclab": 1,  # the package's __init__ (version) and anything not named below fails the test
     "synclab.core": 1,
     "synclab.units": 1,
+    "synclab.fileio": 1,
     "synclab.linkprofile": 1,
     "synclab.resources": 1,  # where the packaged data files are (standard library only)
     "synclab.wire": 1,
