@@ -109,19 +109,24 @@ def grad(it: int, value: float = 1.0) -> Message:
 ENGINES = ["grpc", "tcp"]
 
 
+def honest_round(srv: ServedShard, it: int) -> None:
+    """Both workers push iteration ``it`` on their own streams; the shard applies it."""
+    honest = {w: NodeTransport(w, TOKEN, on_message=lambda m: None, engine=srv.engine, connect_timeout_s=5.0)
+              for w in WORKERS}
+    try:
+        for w, t in honest.items():
+            t.connect("ps0", srv.address, "ps").send(grad(it)).result(5)
+        assert srv.shard.wait_settled(it, timeout=10)
+    finally:
+        for t in honest.values():
+            t.close(grace_s=1.0)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_shard_refuses_what_no_honest_worker_sends_and_stays_as_it_was(engine):
     srv = ServedShard(engine)
     try:
-        # one honest round first: training has begun
-        honest = {w: NodeTransport(w, TOKEN, on_message=lambda m: None, engine=engine, connect_timeout_s=5.0)
-                  for w in WORKERS}
-        links = {w: t.connect("ps0", srv.address, "ps") for w, t in honest.items()}
-        for w in WORKERS:
-            links[w].send(grad(1)).result(5)
-        assert srv.shard.wait_settled(1, timeout=10)
-        for t in honest.values():
-            t.close(grace_s=1.0)
+        honest_round(srv, 1)  # training has begun
         before = srv.shard.value("w"), srv.shard.version("w")
 
         cases = [  # (who, what, expected status, words of the reason)
@@ -144,15 +149,7 @@ def test_a_shard_refuses_what_no_honest_worker_sends_and_stays_as_it_was(engine)
             assert (got, words in reason) == (code, True), (what, got, reason)
             assert torch.equal(srv.shard.value("w"), before[0]) and srv.shard.version("w") == before[1], what
 
-        # the honest workers carry on: iteration 2 completes as if nothing happened
-        honest = {w: NodeTransport(w, TOKEN, on_message=lambda m: None, engine=engine, connect_timeout_s=5.0)
-                  for w in WORKERS}
-        links = {w: t.connect("ps0", srv.address, "ps") for w, t in honest.items()}
-        for w in WORKERS:
-            links[w].send(grad(2)).result(5)
-        assert srv.shard.wait_settled(2, timeout=10)
-        for t in honest.values():
-            t.close(grace_s=1.0)
+        honest_round(srv, 2)  # the honest workers carry on as if nothing happened
         ref = Shard(0, [Partition("w", 0, 0, N, 0)], WORKERS, lr=0.1, momentum=0.0, weight_decay=0.0,
                     send=lambda w, m: None, mode="pull")
         ref.seed("w", 0, torch.ones(N))
