@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from synclab.fileio import write_atomic
+
 SMALL_BYTES = 50_000  # fit sizes up to this many bytes: start-up only (0.4 ms of 1 Gbit/s, inside the tbf bucket)
 
 
@@ -133,7 +135,7 @@ def sweep(spec: Path, points: list[tuple[int, float]], out: Path, *, repeats: in
                 + (f"; simulated a {row['sim_a_s'] * 1e3:.3f} ms, b {row['sim_b_s_per_byte'] * 1e9:.2f} ns/B, "
                    f"small {row['sim_small_per_message_s'] * 1e3:.3f} ms/message" if simulate else ""))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "startup-dilation.json").write_text(json.dumps(rows, indent=1))
+    write_atomic(out / "startup-dilation.json", json.dumps(rows, indent=1))
     with (out / "startup-dilation.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from synclab.cli._common import fail
+from synclab.fileio import write_atomic
 
 app = typer.Typer(no_args_is_help=True, help="Measure what `synclab simulate` reads about the emulator's host: "
                                               "the ring's goodput share (ring-goodput), a PS shard's CPU "
@@ -175,5 +176,5 @@ def gpu_check(gpu_dir: Optional[Path] = typer.Option(None, "--gpu-dir", help="GP
     except RuntimeError as e:  # a simulation failed
         fail(str(e), 1)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    write_atomic(out, text)
     console.print(f"wrote {out}")

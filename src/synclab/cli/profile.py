@@ -10,6 +10,7 @@ import typer
 import yaml
 
 from synclab.cli._common import console, fail
+from synclab.fileio import write_atomic
 
 
 def profile(model: Optional[str] = typer.Argument(None, help="Zoo model name (not with --zoo)."),
@@ -81,7 +82,7 @@ def profile(model: Optional[str] = typer.Argument(None, help="Zoo model name (no
         except RuntimeError as e:
             fail(str(e), 1)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(prof.to_json())
+    write_atomic(out, prof.to_json())
     sp = prof.spread
     console.print(f"{prof.label()}: forward {prof.forward_seconds * 1e3:.2f} ms, backward "
                   f"{prof.backward_seconds * 1e3:.2f} ms, update {prof.update_seconds * 1e3:.2f} ms, "

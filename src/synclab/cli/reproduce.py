@@ -12,6 +12,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from synclab.fileio import write_atomic
+
 console = Console(stderr=True)
 
 
@@ -149,7 +151,7 @@ def _calibration_check(root: Path | None) -> None:
         return
     out = root / "docs" / "results" / "calibration-check.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    write_atomic(out, text)
     console.print(f"wrote {out}")
 
 

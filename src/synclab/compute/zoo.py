@@ -18,8 +18,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
+
+from synclab.fileio import write_atomic
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def profile_in_process(jobs: list[tuple[str, int]], opts: ZooOptions,
             if opts.plain:
                 data["meta"]["plain_iteration_seconds"] = measure_plain_iteration_seconds(
                     model, batch_size=batch, device=opts.device, iterations=opts.plain, warmup=opts.warmup)
-            Path(out).write_text(parse_model_profile(data, source=out).to_json())
+            write_atomic(out, parse_model_profile(data, source=out).to_json())
             plain = data["meta"].get("plain_iteration_seconds", {}).get("median")
             log(f"{model} b{batch}: ok in {time.time() - t0:.0f} s; forward {prof.forward_seconds * 1e3:.2f} ms, "
                 f"backward {prof.backward_seconds * 1e3:.2f} ms"
@@ -131,7 +132,7 @@ def add_update_seconds(jobs: list[tuple[str, int]], opts: ZooOptions,
         data["spread"]["update_seconds"] = spread
         data["meta"]["update_method"] = (f"torch.optim.SGD step alone (random gradients), measured "
                                          f"{datetime.date.today().isoformat()}, after the forward/backward times")
-        Path(path).write_text(parse_model_profile(data, source=path).to_json())
+        write_atomic(path, parse_model_profile(data, source=path).to_json())
         log(f"{model} b{batch}: update_seconds {med * 1e3:.2f} ms (spread {spread['relative_spread']:.0%})")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from synclab.config.dilation import dilation_for, links_of
+from synclab.fileio import write_atomic
 from synclab.reproduce.calibration import CALIBRATION, Scale
 from synclab.reproduce.schema import Scalar, Target, is_label
 from synclab.resources import locate
@@ -220,7 +221,7 @@ def run_modelled(target: Target, root: Path, point: Point, run_dir: Path, log: C
     extra = {"calibration": {"model": entry.model, "gpu": entry.gpu, "batch_size": entry.batch_size,
                              "seconds": entry.seconds, "kind": entry.kind, "source": entry.source},
              "boundary_profile": path.name}
-    (run_dir / "model.json").write_text(json.dumps({"inputs": inputs.__dict__, **extra, "metrics": metrics},
+    write_atomic(run_dir / "model.json", json.dumps({"inputs": inputs.__dict__, **extra, "metrics": metrics},
                                                    indent=1) + "\n")
     return {"metrics": metrics, "extra": extra}
 

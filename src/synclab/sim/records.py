@@ -91,7 +91,7 @@ def overlap_from_events(r: SimResult) -> list[dict]:
 def write_run(r: SimResult, out: Path) -> dict:
     """Write the records into ``out``; returns the summary."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "spec.yaml").write_text(yaml.safe_dump(r.spec.to_dict(), sort_keys=False))
+    write_atomic(out / "spec.yaml", yaml.safe_dump(r.spec.to_dict(), sort_keys=False))
     phases = iteration_phases({row["iteration"] for row in r.rows}, r.spec.run.warmup, calibration_of(r))
     with (out / "iterations.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(ROW_COLUMNS), extrasaction="ignore")

@@ -23,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from synclab.fileio import write_atomic
+
 
 def short_run(strategy: str) -> list[str]:
     """The overrides that fit ``strategy`` into a grid point's few iterations (``Strategy.short_run``)."""
@@ -205,7 +207,7 @@ def run_grid(spec: Path, points: list[tuple[dict, list[str]]], out: Path, *, dil
 def write_results(out: Path, rows: list[dict]) -> list[Path]:
     """``sim-vs-emu.json``, ``.csv`` and (with a compared point) ``.png`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "sim-vs-emu.json").write_text(json.dumps(rows, indent=2))
+    write_atomic(out / "sim-vs-emu.json", json.dumps(rows, indent=2))
     with (out / "sim-vs-emu.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
