@@ -39,6 +39,8 @@ class RingModel:
         self.groups: list[tuple[int, ...]] | None = None  # None: one tensor per all-reduce (WFBP)
         if model.groups == "whole-model":  # one group: all-reduced once the last gradient (backward's end) is in
             self.groups = [tuple(range(n - 1, -1, -1))]
+        if model.groups == "buckets":  # fixed groups from the sizes (DDP's buckets), each reduced once full
+            self.groups = list(model.buckets(sim.numels, sim.options).groups)
         self.profile_iterations = sim.options.profile_iterations if model.groups == "merged" else 0
         self._samples: list[tuple[float, list[float]]] = []
         self._use(self.groups)

@@ -44,18 +44,23 @@ class RingAllReduce(SimModel):
     ``groups``: ``"none"`` (no communication: one process with the global batch), ``"per-tensor"`` (each
     gradient all-reduced when backward produces it: WFBP), ``"whole-model"`` (one all-reduce once the last
     gradient is in: SyncEASGD) or ``"merged"`` (per-tensor for ``options.profile_iterations`` iterations,
-    then the groups of ``planner(t_f, t_b, sizes, cost)``, MG-WFBP Algorithm 2). ``fit_cost_model``: time
+    then the groups of ``planner(t_f, t_b, sizes, cost)``, MG-WFBP Algorithm 2) or ``"buckets"`` (fixed groups
+    from the tensor sizes, ``buckets(numels, options)`` -> a MergePlan: DDP's buckets, each all-reduced once
+    its last gradient is in, in order). ``fit_cost_model``: time
     ring all-reduces before training and fit T(M) = a + b·M (MG-WFBP eq. 10), as ``planner`` needs.
     """
 
     mirrors_ranks: ClassVar[bool] = True
-    groups: Literal["none", "per-tensor", "whole-model", "merged"] = "per-tensor"
+    groups: Literal["none", "per-tensor", "whole-model", "merged", "buckets"] = "per-tensor"
     planner: Callable[..., Any] | None = None
     fit_cost_model: bool = False
+    buckets: Callable[..., Any] | None = None
 
     def __post_init__(self):
         if (self.groups == "merged") != (self.planner is not None):
             raise ValueError("RingAllReduce: a planner goes with groups='merged', and only there")
+        if (self.groups == "buckets") != (self.buckets is not None):
+            raise ValueError("RingAllReduce: buckets(numels, options) goes with groups='buckets', and only there")
 
     @property
     def host_path(self) -> HostPath:

@@ -1,4 +1,4 @@
-"""Real local clusters: SyncEASGD and MG-WFBP (both plans) change when bytes move, never the math."""
+"""Real local clusters: SyncEASGD, MG-WFBP (both plans) and DDP buckets change when bytes move, never the math."""
 
 import csv
 import json
@@ -11,7 +11,9 @@ from support.cluster import FAST, run_spec, summary
 pytestmark = pytest.mark.slow
 
 ITERATIONS = 8
-STRATEGIES = ["synceasgd", "mgwfbp", "mgwfbp-opt"]
+STRATEGIES = ["synceasgd", "mgwfbp", "mgwfbp-opt", "ddp"]
+# small caps, so the MLP gradients fall into several DDP buckets
+EXTRA = {"ddp": ["strategy.bucket_cap_mb=0.05", "strategy.first_bucket_mb=0.01"]}
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,8 @@ def runs(tmp_path_factory):
         # 3 profiled (WFBP) iterations, then 5 with the merge plan
         r = run_spec(out[strategy], *FAST, f"strategy.name={strategy}", f"run.iterations={ITERATIONS}",
                      "run.check_params=true", "cluster.workers=2",
-                     *(["strategy.profile_iterations=3", "strategy.fit_repeats=3"] if "mgwfbp" in strategy else []))
+                     *(["strategy.profile_iterations=3", "strategy.fit_repeats=3"] if "mgwfbp" in strategy else []),
+                     *EXTRA.get(strategy, []))
         assert r.returncode == 0, f"{strategy} failed:\n{r.stdout}\n{r.stderr}"
     return out
 
