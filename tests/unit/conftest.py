@@ -27,6 +27,7 @@ from pathlib import Path
 
 import grpc
 import grpc.aio
+import matplotlib.font_manager
 import pytest
 import torch
 
@@ -83,6 +84,10 @@ _lock = threading.Lock()
 # platform.processor() runs `uname -p` once per process and caches the answer (the profiler records it); ask it
 # here, outside any test, so the guard does not blame whichever test happens to ask first.
 platform.processor()
+
+# matplotlib builds its font list on first use and asks `fc-list` (a process) when none is cached, as on a fresh CI
+# machine; build it here too.
+matplotlib.font_manager.findfont("DejaVu Sans")
 
 
 @contextmanager
