@@ -51,6 +51,7 @@ LAYERS: dict[str, int] = {
     "synclab.reproduce": 7,
     "synclab.load": 7,
     "synclab.tune": 7,  # synclab tune: searches on the simulator, confirms with synclab run
+    "synclab.stragglers": 7,  # synclab stragglers: one slow worker against each strategy, simulated
     "synclab.chaos": 7,  # fault injection into whole runs (synclab chaos) and the fault matrix page
     "synclab.validate": 7,
     "synclab.docsgen": 7,  # the generated documents, rendered from the layers below (synclab docs writes them)

@@ -33,6 +33,7 @@ from synclab.cli import run as _run
 from synclab.cli import shape as _shape
 from synclab.cli import simulate as _simulate
 from synclab.cli import strategies as _strategies
+from synclab.cli import stragglers as _stragglers
 from synclab.cli import tls as _tls
 from synclab.cli import tune as _tune
 from synclab.cli import validate as _validate
@@ -64,6 +65,7 @@ plan_app.command("stanza")(_plan_stanza.plan_stanza)
 
 app.command("simulate")(_simulate.simulate)
 app.command("tune")(_tune.tune)
+app.command("stragglers")(_stragglers.stragglers)
 app.command("reproduce")(_reproduce.reproduce)
 app.command("examples")(_examples.examples)
 app.add_typer(_validate.app, name="validate")

@@ -1,0 +1,1 @@
+"""``synclab stragglers``: how much each strategy loses to one slow worker, on the simulator (:mod:`.sweep`)."""
