@@ -14,7 +14,7 @@ from pathlib import Path
 
 README = "README.md"
 BLOCKS = ("strategies", "reproduction-status")
-PAPERS = r"(?:MG-WFBP|P3|Stanza|SSD-SGD)"
+PAPERS = r"(?:MG-WFBP|P3|Stanza|SSD-SGD|VLDB 2020|Sergeev & Del Balso|ByteScheduler)"
 
 
 class MarkerError(ValueError):

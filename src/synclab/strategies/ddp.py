@@ -83,7 +83,7 @@ class DdpPlan(Plan):
 
 @register
 class Ddp(Wfbp):
-    """``ddp``: PyTorch DDP's reducer, reverse-order gradient buckets each all-reduced once full.
+    """``ddp``: PyTorch DDP's reducer, reverse-order gradient buckets each all-reduced once full (Li et al., VLDB 2020 §3.2).
 
     Buckets hold at least ``bucket_cap_mb`` (the first ``first_bucket_mb``) and are launched in order."""
 
