@@ -19,6 +19,7 @@ from synclab.docsgen import (
          wire_ref,
 )
 from synclab.reproduce import heldout
+from synclab.tune import doc as tuning
 from synclab.validate import doc as validation
 
 register("docs/reference/spec.md", spec_ref.render)
@@ -33,4 +34,5 @@ register("docs/results/validation.md", validation.render, command="synclab valid
 register("docs/results/fault-matrix.md", fault_matrix.page, command=fault_matrix.COMMAND)
 register("docs/results/gpu-check.md", gpu_check.page)  # from docs/gpu/gpu-check.json (synclab calibrate gpu-check)
 register(accuracy.PAGE, accuracy.render)  # from docs/results/accuracy/accuracy.json (studies/accuracy_digits.py)
+register("docs/results/tuning.md", tuning.page)  # from docs/tuning/*/tune.json (synclab tune)
 register("README.md", readme.render)  # its generated blocks only; last: they summarize the pages above

@@ -132,3 +132,18 @@ def test_tune_job_records_a_failed_confirmation(tmp_path):
              simulate_fn=lambda v: {"iteration_seconds": {"mean": _bowl({"x": 1, "y": 0, **v})}}, emulate_fn=emu)
     assert all(c["status"] == "failed" and c["value"] is None for c in r.confirmed)
     assert r.confirmed[1]["emulated_gain"] is None
+
+
+def test_tuning_page_lists_each_record(tmp_path):
+    from synclab.tune.doc import page
+
+    assert "No records yet." in page(tmp_path)
+    (tmp_path / "spec.yaml").write_text("strategy:\n  name: p3\n")
+    r = tune("spec.yaml", PARAMS, trials=4, confirm=0, out=tmp_path / "docs" / "tuning" / "p3-x",
+             overrides=["model.name=vgg16", "network.profile=10gbit"],
+             simulate_fn=lambda v: {"iteration_seconds": {"mean": _bowl({"x": 80, "y": 0.25, **v})}})
+    text = page(tmp_path)
+    row = next(line for line in text.splitlines() if line.startswith("| [p3-x]"))
+    assert "| `p3` | vgg16 | 10gbit |" in row and "| 1250.0 |" in row
+    assert f"{r.as_dict()['simulated_gain'] * 100:+.1f} %" in row and "not run" in row
+    assert "3x" in text
