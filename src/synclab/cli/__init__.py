@@ -62,6 +62,7 @@ plan_app = typer.Typer(no_args_is_help=True, help="Plan strategies from a model 
 app.add_typer(plan_app, name="plan")
 plan_app.command("mgwfbp")(_plan.mgwfbp)
 plan_app.command("stanza")(_plan_stanza.plan_stanza)
+plan_app.command("strategy")(_plan.strategy_plan)
 
 app.command("simulate")(_simulate.simulate)
 app.command("tune")(_tune.tune)

@@ -89,3 +89,39 @@ def mgwfbp(profile: Path = typer.Option(..., "--profile", help="Model profile JS
 def _fail(message: str) -> None:
     console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(2)
+
+
+@app.command("strategy")
+def strategy_plan(name: str = typer.Argument(..., help="Strategy name (synclab strategies)."),
+                  profile: Path = typer.Option(..., "--profile", help="Model profile JSON (forward order)."),
+                  option: list[str] = typer.Option([], "--set", help="A strategy option KEY=VALUE (repeatable)."),
+                  workers: int = typer.Option(2, "--workers", min=1, help="Workers the plan is made for."),
+                  ps_shards: int = typer.Option(1, "--ps-shards", min=0, help="PS shards the plan is made for."),
+                  seed: int = typer.Option(0, "--seed", help="run.seed the plan is made with.")):
+    """The plan a strategy's rank 0 publishes (its ``make_plan``: buckets, slices, placement) for a profiled
+    model, as JSON; one parameter tensor per profile entry, each its own layer."""
+    from pydantic import ValidationError
+
+    from synclab.core import ParamInfo
+    from synclab.strategies import registry
+
+    try:
+        cls = registry.get(name)
+    except KeyError as e:
+        _fail(str(e.args[0] if e.args else e))
+    pairs = [o.split("=", 1) for o in option]
+    if any(len(p) != 2 for p in pairs):
+        _fail(f"--set takes KEY=VALUE, got {[o for o, p in zip(option, pairs) if len(p) != 2]}")
+    try:
+        options = cls.Options.model_validate({k.removeprefix("strategy."): v for k, v in pairs})
+    except ValidationError as e:
+        _fail(f"strategy {name!r}: " + "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                                 for err in e.errors()))
+    try:
+        prof = load_model_profile(profile)
+    except ModelProfileError as e:
+        _fail(str(e))
+    params = [ParamInfo(index=i, name=t.name, shape=(t.params,), numel=t.params, layer=i)
+              for i, t in enumerate(prof.tensors)]
+    plan = cls.make_plan(params, ps_shards=ps_shards, workers=workers, seed=seed, options=options)
+    typer.echo(plan.model_dump_json(indent=1))

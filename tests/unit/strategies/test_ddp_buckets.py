@@ -61,3 +61,21 @@ def test_simulated_bytes_follow_the_buckets():
     starts = lambda r: [e[:3] for e in r.events if e[3] == "send_start"]  # noqa: E731
     assert sent(one) == sent(whole) and sent(tiny) == sent(wfbp) and sent(one) != sent(tiny)
     assert starts(one) == starts(whole) and starts(tiny) == starts(wfbp)
+
+
+def test_synclab_plan_strategy_prints_the_buckets(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from synclab.cli import app
+
+    profile = Path(__file__).resolve().parents[3] / "src" / "synclab" / "profiles" / "resnet50-b64-cpu.json"
+    res = CliRunner().invoke(app, ["plan", "strategy", "ddp", "--profile", str(profile), "--set", "bucket_cap_mb=50"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.output)
+    tensors = json.loads(profile.read_text())["tensors"]
+    assert sorted(i for b in plan["buckets"] for i in b) == list(range(len(tensors)))
+    assert all(b >= 50 * MIB for b in plan["bucket_bytes"][1:-1]) and plan["bucket_cap_mb"] == 50
+    bad = CliRunner().invoke(app, ["plan", "strategy", "ddp", "--profile", str(profile), "--set", "bucket_cap=3"])
+    assert bad.exit_code == 2 and "bucket_cap" in bad.output
