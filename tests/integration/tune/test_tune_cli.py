@@ -11,12 +11,13 @@ import pytest
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # the two emulated runs each wait for the host's emulation lock
 def test_tune_smallest_form(tmp_path):
     out = tmp_path / "tune"
     r = subprocess.run([sys.executable, "-m", "synclab", "tune", "quickstart", "--param",
                         "transport.chunk_bytes=65536:4194304:log", "--trials", "3", "--confirm", "1",
                         "--confirm-iterations", "4", "--set", "network.isolation=none", "--out", str(out)],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=1700)
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.loads((out / "tune.json").read_text())
     assert len(d["trials"]) == 3 and d["best"]["value"] > 0
