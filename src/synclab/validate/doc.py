@@ -386,6 +386,6 @@ def _record(path: Path) -> dict:
         if isinstance(e, ValidationDocError):
             raise
         raise ValidationDocError(f"validation record {path} is not valid JSON: {e}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("rows", []), list):
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise ValidationDocError(f"validation record {path} is not a record (a JSON object with 'rows')")
     return data

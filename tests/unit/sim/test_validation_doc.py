@@ -189,3 +189,21 @@ def test_the_doc_says_which_points_ran_at_their_own_pace():
     m = vdoc
     own = m._ratio_cell({**ROWS[0], "pace": "own"})
     assert "own pace" in own and "own pace" not in m._ratio_cell(ROWS[0])
+
+
+@pytest.mark.parametrize("bad,words", [(b"{not json", "is not valid JSON"), (b"\xff\xfe", "is not UTF-8"),
+                                       (b'{"rows": 3}', "is not a record")])
+def test_a_bad_record_leaves_the_page_and_the_readme_as_they_were(tmp_path, bad, words):
+    d = tmp_path / "docs" / "validation"
+    _write_record(d, "old", ROWS)
+    (d / "grid.csv").write_text("record,note\nold,x\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- grid:begin -->\n<!-- grid:end -->\n")
+    vdoc.write(tmp_path)
+    page, text = (tmp_path / vdoc.DOC).read_text(), readme.read_text()
+    _write_record(d, "broken", ROWS)
+    (d / "broken" / "sim-vs-emu.json").write_bytes(bad)
+    with pytest.raises(vdoc.ValidationDocError, match=words) as e:
+        vdoc.write(tmp_path)
+    assert "broken/sim-vs-emu.json" in str(e.value)
+    assert (tmp_path / vdoc.DOC).read_text() == page and readme.read_text() == text
