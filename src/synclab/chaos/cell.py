@@ -11,7 +11,7 @@ The verdict (``outcome``):
   run's, every (worker, iteration) in ``iterations.csv`` exactly once, and every PS partition's version
   counter in the checkpoints both runs kept equal to the undisturbed run's (no update lost or applied twice);
 * ``unaffected`` — the same, without a restart (the transport rode the fault out);
-* ``failed-clean`` — ended ``failed`` with ``status.json``'s reason naming the fault (the node, or the full
+* ``failed-clean`` — ended ``failed`` with ``status.json`` (which must be on disk) naming the fault (the node, or the full
   disk), within the heartbeat timeout (plus :data:`TEARDOWN_SLACK_S`) of the fault's end;
 * ``n/a`` — the job has no node of that role (``kill:ps`` on an all-reduce job);
 * ``VIOLATION: ...`` — anything else: hung (killed by the watchdog), ``ok`` with other parameters,
@@ -37,7 +37,7 @@ from synclab.chaos.faults import Fault, FaultError
 
 TEARDOWN_SLACK_S = 15.0   # stopping every node and removing the namespaces, after the failure is seen
 DEFAULT_SETTINGS = ("run.restart=on-failure", "run.max_restarts=2")
-TMPFS_SIZE = "48m"
+TMPFS_SPARE_MIB = 32  # the disk-full tmpfs: twice what the undisturbed run wrote, plus this
 
 
 def chaos_overrides(spec_path: str | Path, overrides: list[str], *, heartbeat_timeout_s: float,
@@ -107,9 +107,12 @@ class _Injector(threading.Thread):
                 if f.kind == "drop":
                     self.detail["method"] = "pfifo limit 0 as root qdisc on both ends of the veth pair"
                     ends.drop_on()
-                    try:
-                        time.sleep(f.seconds)
-                        self.detail["dropped_packets"] = ends.dropped()
+                    try:  # counted while it lasts: a restart replaces the namespaces, and their counters
+                        end = time.monotonic() + f.seconds
+                        while (left := end - time.monotonic()) > 0:
+                            time.sleep(min(0.5, left))
+                            self.detail["dropped_packets"] = max(self.detail.get("dropped_packets", 0),
+                                                                 ends.dropped())
                     finally:
                         ends.drop_off()
                 else:
@@ -250,6 +253,13 @@ def names_the_fault(record: dict) -> bool:
     return bool(record.get("node")) and record["node"] in reason
 
 
+def _status_on_disk(run_dir: Path) -> str:
+    try:
+        return json.loads((run_dir / "status.json").read_text())["status"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "missing or unreadable"
+
+
 def verdict(record: dict, faulted: Path, baseline: Path) -> str:
     """The cell's outcome (see the module's docstring), from the faulted run's record and both run dirs."""
     left = record["left_behind"]
@@ -263,6 +273,9 @@ def verdict(record: dict, faulted: Path, baseline: Path) -> str:
         return f"VIOLATION: the fault could not be applied ({record['injection_error']})"
     if "fault_started" not in record:
         return "VIOLATION: the job ended before the fault was injected"
+    on_disk = _status_on_disk(faulted)
+    if on_disk != record["status"]:
+        return f"VIOLATION: status.json says {on_disk!r}, the launcher returned {record['status']!r}"
     if record["status"] == "ok":
         if not params_identical(faulted, baseline):
             return "VIOLATION: ended ok with parameters that differ from the undisturbed run's"
@@ -302,8 +315,8 @@ def run_cell(spec_path: str | Path, overrides: list[str], fault: Fault, out: Pat
         (baseline / "chaos-run.json").write_text(json.dumps(base_record, indent=2) + "\n")
     limit = deadline_s or (3 * base_s + 3 * heartbeat_timeout_s + fault.seconds * max(1, fault.times) * 2 + 90)
     faulted = out / "faulted"
-    if fault.kind == "disk-full":
-        faults.mount_tmpfs(faulted, TMPFS_SIZE)
+    if fault.kind == "disk-full":  # room for the whole undisturbed run (checkpoints too), then filled
+        faults.mount_tmpfs(faulted, f"{_size_mib(baseline) * 2 + TMPFS_SPARE_MIB}m")
         try:
             record = run_job(spec_path, settings, faulted, fault=fault, deadline_s=limit)
         finally:
@@ -318,6 +331,10 @@ def run_cell(spec_path: str | Path, overrides: list[str], fault: Fault, out: Pat
     record["outcome"] = verdict(record, faulted, baseline)
     (out / "cell.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def _size_mib(directory: Path) -> int:
+    return 1 + sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) // (1 << 20)
 
 
 def _default_isolation() -> str:

@@ -44,9 +44,13 @@ def chaos(spec: Optional[str] = typer.Argument(None, help="Experiment spec (YAML
     if spec is None or not faults:
         fail("give a SPEC and at least one --fault (or --matrix)")
     records = []
+    baselines: dict[bool, Path] = {}  # one undisturbed run per isolation the faults need
     for f in faults:
+        cell_dir = out / f.label.replace(":", "-")
         try:
-            r = run_cell(spec, list(set_), f, out / f.label.replace(":", "-"), heartbeat_timeout_s=heartbeat_timeout)
+            r = run_cell(spec, list(set_), f, cell_dir, heartbeat_timeout_s=heartbeat_timeout,
+                         baseline=baselines.get(f.needs_netns))
+            baselines.setdefault(f.needs_netns, cell_dir / "baseline")
         except (SpecError, FaultError) as e:
             fail(f"{f.label}: {e}")
         except RuntimeError as e:

@@ -17,6 +17,7 @@ on with one node rewound, so every node stops and resumes from the same cut.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import secrets
@@ -237,7 +238,11 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
             status = _watch(cluster, on_progress, poll_s, stop)
             if status["status"] != "failed" or not restart_due(cluster.spec.run, len(restarts)):
                 break
-            resumed = cluster.restart()
+            try:
+                resumed = cluster.restart()
+            except OSError as e:  # e.g. no space left under the run directory: the job ends failed, saying why
+                status = {"status": "failed", "reason": f"{status['reason']}; the restart failed: {e}"}
+                break
             restarts.append({"reason": status["reason"], "resumed_from": resumed, "at": time.time(),
                              "logs": str(getattr(cluster, "previous_logs", ""))})
         if status["status"] == "ok":
@@ -262,8 +267,22 @@ def supervise(cluster: LocalCluster, on_progress: Callable[[int, int], None] | N
         finally:
             status["exit_codes"] = cluster.exit_codes()
             status["pids"] = {c.name: c.proc.pid for c in cluster.children}
-            write_atomic(cluster.run_dir / "status.json", json.dumps(status, indent=2) + "\n")
+            _write_status(cluster.run_dir / "status.json", status)
     return status
+
+
+def _write_status(path: Path, status: dict, patience_s: float = 30.0) -> None:
+    """status.json, written again while the disk is full (ENOSPC) for up to ``patience_s``: a job stopped by
+    a full disk still leaves its record once a little space comes back (``synclab chaos --fault disk-full``)."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            write_atomic(path, json.dumps(status, indent=2) + "\n")
+            return
+        except OSError as e:
+            if e.errno != errno.ENOSPC or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _watch(cluster: LocalCluster, on_progress, poll_s: float, stop: threading.Event) -> dict:

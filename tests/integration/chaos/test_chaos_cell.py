@@ -1,6 +1,8 @@
 """The smallest fault matrix: `synclab chaos` kills a PS shard of a checkpointed PS job half-way (in network
 namespaces), and the job must restart from its checkpoint and end with the undisturbed run's parameters,
-every update once, nothing left behind. The full matrix runs by its documented command
+every update once, nothing left behind; then drops every packet of a worker's link for 3 s (shorter than
+the heartbeat timeout), which the job must ride out or recover from with the same parameters and the same
+shard version counters. The full matrix runs by its documented command
 (docs/results/fault-matrix.md)."""
 
 import json
@@ -14,8 +16,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.netns]
 SMALL = ["model.name=mlp", "model.batch_size=16", "network.rate=null", "run.iterations=20", "run.warmup=1"]
 
 
-def test_killed_ps_shard_recovers_bit_identically(tmp_path, netns_ready):
-    args = ["chaos", "quickstart", "--fault", "kill:ps", "--out", tmp_path, "--heartbeat-timeout", "5"]
+def test_killed_ps_shard_and_dropped_link_end_bit_identical(tmp_path, netns_ready):
+    args = ["chaos", "quickstart", "--fault", "kill:ps", "--fault", "drop:worker:3", "--out", tmp_path,
+            "--heartbeat-timeout", "5"]
     for s in SMALL:
         args += ["--set", s]
     r = synclab(*args, timeout=400)
@@ -26,3 +29,9 @@ def test_killed_ps_shard_recovers_bit_identically(tmp_path, netns_ready):
     assert cell["restarts"][0]["resumed_from"] >= cell["checkpoint_every"]
     assert cell["left_behind"] == {"processes": [], "netns": []}
     assert 0 < cell["restart_after_fault_s"] < cell["heartbeat_timeout_s"] + 15
+    drop = json.loads((tmp_path / "drop-worker-3" / "cell.json").read_text())
+    assert drop["outcome"] in ("unaffected", "recovered"), drop
+    assert drop["node"] == "worker1" and drop["injection"]["dropped_packets"] > 0
+    assert drop["version_counters_checked"] > 0
+    assert drop["left_behind"] == {"processes": [], "netns": []}
+    assert not (tmp_path / "drop-worker-3" / "baseline").exists()  # the kill cell's undisturbed run served both

@@ -54,15 +54,28 @@ def _record(**kw):
     return {**base, **kw}
 
 
+def _status(run_dir, status="failed"):
+    (run_dir / "status.json").write_text(json.dumps({"status": status, "reason": "ps0 exited with code -9"}))
+
+
 def test_a_named_failure_in_time_is_clean(tmp_path):
+    _status(tmp_path)
     assert verdict(_record(), tmp_path, tmp_path) == "failed-clean"
 
 
+def test_a_failure_without_status_json_is_a_violation(tmp_path):
+    assert "status.json says 'missing or unreadable'" in verdict(_record(), tmp_path, tmp_path)
+    (tmp_path / "status.json").write_text("")
+    assert "status.json says 'missing or unreadable'" in verdict(_record(), tmp_path, tmp_path)
+
+
 def test_a_failure_naming_someone_else_is_a_violation(tmp_path):
+    _status(tmp_path)
     assert verdict(_record(reason="worker1 exited with code 1"), tmp_path, tmp_path).startswith("VIOLATION")
 
 
 def test_a_late_failure_is_a_violation(tmp_path):
+    _status(tmp_path)
     assert "beyond the heartbeat" in verdict(_record(end_after_fault_s=60.0), tmp_path, tmp_path)
 
 
