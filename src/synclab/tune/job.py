@@ -58,7 +58,7 @@ def emulate_point(spec_file: Path, base: list[str], values: dict[str, int | floa
     fails (its last output lines in the message)."""
     from synclab.config import load_spec
 
-    warmup = min(load_spec(spec_file, [*map(_split, base)]).run.warmup, iterations // 2)
+    warmup = min(load_spec(spec_file, base).run.warmup, iterations // 2)
     sets = [*base, *overrides_of(values), f"run.iterations={iterations}", f"run.warmup={warmup}"]
     cmd = ["flock", EMU_LOCK, sys.executable, "-m", "synclab", "run", str(spec_file), "--out", str(out),
            "--no-report", *[a for s in sets for a in ("--set", s)]]
@@ -68,12 +68,6 @@ def emulate_point(spec_file: Path, base: list[str], values: dict[str, int | floa
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-6:])
         raise RuntimeError(f"synclab run of {values} failed (exit {proc.returncode}):\n{tail}")
     return json.loads(summary.read_text())
-
-
-def _split(item: str):
-    from synclab.config import parse_override
-
-    return parse_override(item)
 
 
 @dataclass
