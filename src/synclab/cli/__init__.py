@@ -32,8 +32,8 @@ from synclab.cli import reproduce as _reproduce
 from synclab.cli import run as _run
 from synclab.cli import shape as _shape
 from synclab.cli import simulate as _simulate
-from synclab.cli import strategies as _strategies
 from synclab.cli import stragglers as _stragglers
+from synclab.cli import strategies as _strategies
 from synclab.cli import tls as _tls
 from synclab.cli import tune as _tune
 from synclab.cli import validate as _validate
