@@ -1,4 +1,4 @@
-"""Real local clusters: SyncEASGD, MG-WFBP (both plans) and DDP buckets change when bytes move, never the math."""
+"""Real local clusters: SyncEASGD, MG-WFBP (both plans) DDP buckets and Horovod fusion change when bytes move, never the math."""
 
 import csv
 import json
@@ -11,9 +11,10 @@ from support.cluster import FAST, run_spec, summary
 pytestmark = pytest.mark.slow
 
 ITERATIONS = 8
-STRATEGIES = ["synceasgd", "mgwfbp", "mgwfbp-opt", "ddp"]
-# small caps, so the MLP gradients fall into several DDP buckets
-EXTRA = {"ddp": ["strategy.bucket_cap_mb=0.05", "strategy.first_bucket_mb=0.01"]}
+STRATEGIES = ["synceasgd", "mgwfbp", "mgwfbp-opt", "ddp", "horovod"]
+# small caps, so the MLP gradients fall into several DDP buckets and Horovod fusion buffers
+EXTRA = {"ddp": ["strategy.bucket_cap_mb=0.05", "strategy.first_bucket_mb=0.01"],
+         "horovod": ["strategy.fusion_threshold_mb=0.05", "strategy.cycle_time_ms=2"]}
 
 
 @pytest.fixture(scope="module")
