@@ -138,6 +138,7 @@ class _Entry:
     waiting_pulls: list[tuple[str, int]] = field(default_factory=list)  # (worker, iteration) not yet answerable
     snapshot: tuple[int, weakref.ref] | None = None  # (version, the copy of value its replies send)
     touched: bool = False   # an update has been applied or begun since this shard started: no more PARAMS
+    reseed: bool = False    # restored from a checkpoint; rank 0's re-seed is still to come (expect_reseed)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -214,6 +215,17 @@ class Shard:
             self._uninitialized = sum(e.value is None for e in self._entries.values())
             if self._uninitialized == 0:
                 self.initialized.set()
+
+    def expect_reseed(self) -> None:
+        """After :meth:`load_state_dict`: :attr:`initialized` again waits for every partition's PARAMS (the
+        restarted job's rank 0 re-seeds them before the ``ready`` barrier), so no worker's push can reach a
+        partition before its re-seed does, and a re-seed is never refused as late."""
+        with self._init_lock:
+            for e in self._entries.values():
+                e.reseed = True
+            self._uninitialized = len(self._entries)
+            if self._entries:
+                self.initialized.clear()
 
     def _entry(self, key: str, slice_: int) -> _Entry:
         try:
@@ -295,8 +307,8 @@ class Shard:
             if e.touched or e.rounds or e.waiting_pulls:
                 raise PushRejected(f"{key!r} slice {slice_}: initial values after training has begun "
                                    f"(version {e.version})")
-            first = e.value is None
-            e.value, e.snapshot = values.detach().clone(), None
+            first = e.value is None or e.reseed
+            e.value, e.snapshot, e.reseed = values.detach().clone(), None, False
         if first:
             with self._init_lock:
                 self._uninitialized -= 1

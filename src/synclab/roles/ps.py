@@ -94,6 +94,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
 
         if spec.run.resume_from:  # a restart: values, momentum and versions as of the checkpoint
             shard.load_state_dict(checkpoint.load(j.run_dir, spec.run.resume_from, j.name)["shard"])
+            shard.expect_reseed()  # rank 0 re-seeds before "ready": wait for it as for the first values
 
         def refuse(msg, err):
             """What the transport does for an inline handler's error: refuse the sender's stream. Refusing a

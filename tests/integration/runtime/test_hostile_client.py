@@ -248,19 +248,26 @@ def _hostile_stream(engine, address_grpc, address_tcp, token, name, service, fra
     raise AssertionError(f"{what}: accepted")
 
 
-def _listening(pid: int) -> list[tuple[str, str, int]]:
-    """(process, address, port) of every listening TCP socket of ``pid``'s descendants (gRPC, tcp engine,
-    /metrics)."""
+def _listening(token: str) -> list[tuple[str, str, int]]:
+    """(process, address, port) of every listening TCP socket of the job's processes (gRPC, tcp engine,
+    /metrics): those started with its token in SYNCLAB_TOKEN."""
     import psutil
 
+    mark = f"SYNCLAB_TOKEN={token}".encode()
     out = []
-    for p in psutil.Process(pid).children(recursive=True):
-        try:
-            conns = p.net_connections(kind="tcp")
-        except psutil.Error:
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
             continue
-        out += [(" ".join(p.cmdline()[2:5]), c.laddr.ip, c.laddr.port) for c in conns
-                if c.status == psutil.CONN_LISTEN]
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if mark not in f.read().split(b"\0"):
+                    continue
+            p = psutil.Process(int(d))
+            conns = p.net_connections(kind="tcp") if hasattr(p, "net_connections") else p.connections(kind="tcp")
+            name = " ".join(p.cmdline()[3:5])  # python -m synclab ROLE ...
+        except (OSError, psutil.Error):
+            continue
+        out += [(name, c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN]
     return out
 
 
@@ -340,8 +347,9 @@ def test_a_running_job_refuses_a_hostile_client_and_trains_as_if_alone(tmp_path,
         for what, want, (code, reason) in results:
             assert code == want, (what, code, reason)
             assert reason, what
-        listening = _listening(proc.pid)  # bind only where needed: a local run listens on loopback only
-        assert listening and all(addr in ("127.0.0.1", "::1") for _, addr, _ in listening), listening
+        listening = _listening(token)  # bind only where needed: a local run listens on loopback only
+        assert {n.split()[0] for n, _, _ in listening} >= {"coordinator", "ps", "worker"}, listening
+        assert all(addr in ("127.0.0.1", "::1") for _, addr, _ in listening), listening
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
     finally:

@@ -56,7 +56,10 @@ def test_a_restart_may_reseed_what_it_loaded_until_the_first_push():
     saved = s.state_dict()
     r, _ = make(seed=False)
     r.load_state_dict(saved)
+    r.expect_reseed()
+    assert not r.initialized.is_set()  # the shard waits for the re-seed before the "ready" barrier
     r.handle(msg(pb.PARAMS, "worker0", 0, torch.full((2,), 3.0)))  # rank 0 re-seeds after resuming
+    assert r.initialized.is_set()
     assert torch.equal(r.value("w"), torch.full((2,), 3.0)) and r.version("w") == 1
 
 
