@@ -300,7 +300,7 @@ def run_cell(spec_path: str | Path, overrides: list[str], fault: Fault, out: Pat
     """Run the cell ``fault`` × ``spec`` into ``out`` (``out/baseline``, ``out/faulted``) and return its record
     (also ``out/cell.json``). ``baseline``: an undisturbed run of the same settings to compare against
     instead of running one."""
-    isolation = "netns" if fault.needs_netns else _default_isolation()
+    isolation = "netns" if fault.needs_netns else default_isolation()
     settings = chaos_overrides(spec_path, overrides, heartbeat_timeout_s=heartbeat_timeout_s,
                                checkpoint_every=checkpoint_every, isolation=isolation)
     out.mkdir(parents=True, exist_ok=True)
@@ -337,7 +337,7 @@ def _size_mib(directory: Path) -> int:
     return 1 + sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) // (1 << 20)
 
 
-def _default_isolation() -> str:
+def default_isolation() -> str:
     from synclab.netem.netns import netns_unavailable_reason
 
     return "none" if netns_unavailable_reason() else "netns"

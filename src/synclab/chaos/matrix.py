@@ -99,14 +99,14 @@ def run_matrix(m: Matrix, out: Path, *, only: list[str] = (), heartbeat_timeout_
 
 def _cell(m: Matrix, family: str, settings: list[str], fault: Fault, out: Path, cells: list[Fault],
           heartbeat_timeout_s: float) -> dict:
-    from synclab.chaos.cell import _default_isolation, chaos_overrides, run_cell, run_job
+    from synclab.chaos.cell import chaos_overrides, default_isolation, run_cell, run_job
 
     if fault.kind == "kill" and fault.target == "ps" and not _has_ps(m.spec, settings):
         return {"fault": fault.label, "outcome": "n/a", "reason": "the job has no PS shard"}
     baseline = out / family / "baseline"
     done = baseline / "chaos-run.json"
     if not done.exists():  # once per family; every cell of the family runs with the same isolation
-        iso = "netns" if any(f.needs_netns for f in cells) else _default_isolation()
+        iso = "netns" if any(f.needs_netns for f in cells) else default_isolation()
         base = run_job(m.spec, chaos_overrides(m.spec, settings, heartbeat_timeout_s=heartbeat_timeout_s,
                                                checkpoint_every=5, isolation=iso), baseline)
         done.write_text(json.dumps(base, indent=2) + "\n")

@@ -30,7 +30,7 @@ def chaos(spec: Optional[str] = typer.Argument(None, help="Experiment spec (YAML
     """Run SPEC with run.restart=on-failure and checkpoints, inject each --fault half-way, and check the job
     either ends ok with parameters bit-identical to an undisturbed run or fails within the heartbeat timeout
     naming the fault, leaving no process or namespace behind. Exit 1 when a cell is a VIOLATION."""
-    from synclab.chaos.cell import run_cell
+    from synclab.chaos.cell import default_isolation, run_cell
     from synclab.chaos.faults import FaultError, parse_fault
     from synclab.config import SpecError
 
@@ -44,13 +44,14 @@ def chaos(spec: Optional[str] = typer.Argument(None, help="Experiment spec (YAML
     if spec is None or not faults:
         fail("give a SPEC and at least one --fault (or --matrix)")
     records = []
-    baselines: dict[bool, Path] = {}  # one undisturbed run per isolation the faults need
+    baselines: dict[str, Path] = {}  # one undisturbed run per isolation the faults run under
     for f in faults:
         cell_dir = out / f.label.replace(":", "-")
+        isolation = "netns" if f.needs_netns else default_isolation()
         try:
             r = run_cell(spec, list(set_), f, cell_dir, heartbeat_timeout_s=heartbeat_timeout,
-                         baseline=baselines.get(f.needs_netns))
-            baselines.setdefault(f.needs_netns, cell_dir / "baseline")
+                         baseline=baselines.get(isolation))
+            baselines.setdefault(isolation, cell_dir / "baseline")
         except (SpecError, FaultError) as e:
             fail(f"{f.label}: {e}")
         except RuntimeError as e:
