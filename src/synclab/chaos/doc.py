@@ -67,11 +67,22 @@ def _cell(r: dict) -> str:
     return o if o == "n/a" else f"**{o}**"
 
 
+def _in_matrix_order(records: list[dict]) -> tuple[list[str], list[str]]:
+    """The records' families and faults, in the packaged matrix's order (others after, by name)."""
+    from synclab.chaos.matrix import load_matrix
+
+    m = load_matrix()
+    fam_rank = {f: i for i, f in enumerate(m.families)}
+    fault_rank = {f.label: i for i, f in enumerate(m.faults)}
+    families = sorted({r["family"] for r in records}, key=lambda f: (fam_rank.get(f, len(fam_rank)), f))
+    faults = sorted({r["fault"] for r in records}, key=lambda f: (fault_rank.get(f, len(fault_rank)), f))
+    return families, faults
+
+
 def page_text(root: Path) -> str:
     """The page's whole text from the records under ``root``."""
     records = [json.loads(p.read_text()) for p in sorted((root / RECORDS).glob("*.json"))]
-    families = list(dict.fromkeys(r["family"] for r in records))
-    faults = list(dict.fromkeys(r["fault"] for r in records))
+    families, faults = _in_matrix_order(records)
     by = {(r["family"], r["fault"]): r for r in records}
     strategies = {r["family"]: r["strategy"] for r in records if "strategy" in r}
     lines = [
@@ -110,7 +121,7 @@ def page_text(root: Path) -> str:
               "| family | fault | node | at iteration | outcome | restarts (resumed from) | status.json reason | "
               "versions checked | heartbeat timeout s | undisturbed run s | faulted run s | recorded |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in records:
+    for r in sorted(records, key=lambda r: (families.index(r["family"]), faults.index(r["fault"]))):
         restarts = ", ".join(str(x["resumed_from"]) for x in r.get("restarts", [])) or "none"
         reason = (r.get("reason") or (r["restarts"][0]["reason"] if r.get("restarts") else "")).replace("|", "/")
         lines.append(f"| {r['family']} | `{r['fault']}` | {r.get('node') or ''} | {r.get('injected_at_iteration', '')} "

@@ -61,7 +61,8 @@ def test_records_and_page(tmp_path):
     kept = json.loads((tmp_path / RECORDS / "PS--kill-ps.json").read_text())
     assert kept["restarts"] == [{"reason": "ps0 exited with code -9: INFO x", "resumed_from": 10}]
     text = page_text(tmp_path)
-    assert "| `kill:ps` | recovered: restart 2.5 s, done 12 s | n/a |" in text
+    assert "| fault | ring (`ring`) | PS (`ps`) |" in text  # the packaged matrix's order
+    assert "| `kill:ps` | n/a | recovered: restart 2.5 s, done 12 s |" in text
     assert (tmp_path / "docs/results/fault-matrix.md").read_text() == text
 
 
