@@ -309,7 +309,8 @@ class OptimizerSpec(_Section):
 
 
 class TransportSpec(_Section):
-    chunk_bytes: int | str = Field("auto", description="frame payload in bytes (or a size like 1MiB); auto: "
+    chunk_bytes: int | str = Field("auto", description="frame payload in bytes (or a size like 1MiB), rounded down "
+                                                        "to a multiple of 8 (whole elements); auto: "
                                                         "4 MiB on unshaped links or links of 10 Gbit/s or more "
                                                         "(after run.dilation), else 1 MiB")
     queue_bytes: int | str = Field(64 << 20, description="bytes a node may hold queued for one peer (or a size "
@@ -338,6 +339,8 @@ class TransportSpec(_Section):
         n = parse_size_bytes(v)
         if not (1 << 10) <= n <= (1 << 30):
             raise ValueError(f"must be between 1 KiB and 1 GiB, got {n} bytes")
+        if info.field_name == "chunk_bytes":  # a frame carries whole elements (up to 8 bytes): the receiver
+            n -= n % 8                         # refuses a chunk that splits one, so round down to a multiple of 8
         return n
 
 

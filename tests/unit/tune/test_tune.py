@@ -147,3 +147,9 @@ def test_tuning_page_lists_each_record(tmp_path):
     assert "| `p3` | vgg16 | 10gbit |" in row and "| 1250.0 |" in row
     assert f"{r.as_dict()['simulated_gain'] * 100:+.1f} %" in row and "not run" in row
     assert "3x" in text
+
+
+def test_a_searched_chunk_size_is_rounded_to_whole_elements():
+    # synclab tune proposes any int; a frame must carry whole elements, so the spec rounds down to 8 bytes
+    s = parse_spec({"transport": {"chunk_bytes": 231494}})
+    assert s.transport.chunk_bytes == 231488
