@@ -248,26 +248,37 @@ def _hostile_stream(engine, address_grpc, address_tcp, token, name, service, fra
     raise AssertionError(f"{what}: accepted")
 
 
-def _listening(token: str) -> list[tuple[str, str, int]]:
-    """(process, address, port) of every listening TCP socket of the job's processes (gRPC, tcp engine,
-    /metrics): those started with its token in SYNCLAB_TOKEN."""
-    import psutil
+def _listening(token: str) -> dict[int, list[tuple[str, int]]]:
+    """Every listening TCP socket (address, port) of the job's processes (those started with its token), by
+    pid: gRPC, tcp engine, /metrics. Read from each process's own /proc/PID/net/tcp (a netns node's sockets
+    are in its namespace) and kept where the socket is one of the process's own file descriptors."""
+    import ipaddress
+    import struct
 
     mark = f"SYNCLAB_TOKEN={token}".encode()
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
+    out: dict[int, list[tuple[str, int]]] = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{d}/environ", "rb") as f:
                 if mark not in f.read().split(b"\0"):
                     continue
-            p = psutil.Process(int(d))
-            conns = p.net_connections(kind="tcp") if hasattr(p, "net_connections") else p.connections(kind="tcp")
-            name = " ".join(p.cmdline()[3:5])  # python -m synclab ROLE ...
-        except (OSError, psutil.Error):
+            inodes = {os.readlink(f"/proc/{d}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{d}/fd")
+                      if os.readlink(f"/proc/{d}/fd/{fd}").startswith("socket:[")}
+            for table, width in (("tcp", 4), ("tcp6", 16)):
+                with open(f"/proc/{d}/net/{table}") as f:
+                    for line in f.readlines()[1:]:
+                        cols = line.split()
+                        if cols[3] != "0A" or cols[9] not in inodes:  # 0A: LISTEN
+                            continue
+                        hexip, hexport = cols[1].split(":")
+                        raw = bytes.fromhex(hexip)
+                        raw = b"".join(struct.pack("<I", *struct.unpack(">I", raw[k:k + 4])) for k in
+                                       range(0, width, 4))
+                        addr = ipaddress.ip_address(raw)
+                        ip = str(getattr(addr, "ipv4_mapped", None) or addr)  # gRPC's v6 socket for a v4 address
+                        out.setdefault(int(d), []).append((ip, int(hexport, 16)))
+        except OSError:
             continue
-        out += [(name, c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN]
     return out
 
 
@@ -297,6 +308,13 @@ def test_a_running_job_refuses_a_hostile_client_and_trains_as_if_alone(tmp_path,
         nodes = {n.name: n for n in stub.GetCluster(pb.ClusterRequest(node="observer"), timeout=5).nodes}
         caps = {name: next((c.split("=", 1)[1] for c in n.capabilities if c.startswith("tcp-data-port=")), None)
                 for name, n in nodes.items()}
+        # bind only where needed: every listener of the job's processes (gRPC, tcp engine, /metrics) on a node's
+        # own address (loopback, or its namespace's address under netns isolation), none on a wildcard
+        own = {ctl["coordinator"].rsplit(":", 1)[0], *(n.address.rsplit(":", 1)[0] for n in nodes.values())}
+        listening = _listening(token)
+        assert len(listening) >= 1 + len(nodes), listening  # the coordinator and every node found
+        assert all(ip in own | {"127.0.0.1", "::1"} for socks in listening.values() for ip, _ in socks), \
+            (own, listening)
 
         def tcp_addr(name):
             return f"{nodes[name].address.rsplit(':', 1)[0]}:{caps[name]}" if caps[name] else ""
@@ -347,9 +365,6 @@ def test_a_running_job_refuses_a_hostile_client_and_trains_as_if_alone(tmp_path,
         for what, want, (code, reason) in results:
             assert code == want, (what, code, reason)
             assert reason, what
-        listening = _listening(token)  # bind only where needed: a local run listens on loopback only
-        assert {n.split()[0] for n, _, _ in listening} >= {"coordinator", "ps", "worker"}, listening
-        assert all(addr in ("127.0.0.1", "::1") for _, addr, _ in listening), listening
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
     finally:
