@@ -132,7 +132,8 @@ def test_the_grid_takes_each_point_from_the_newest_listed_record(tmp_path):
     text = (tmp_path / vdoc.DOC).read_text()
     assert written[:2] == [tmp_path / vdoc.DOC, d / "grid.png"]
     assert text == vdoc.render(tmp_path)
-    assert "**3 of 160 points measured, 3 of them within ±10 %**" in text  # 10 strategies x 2 x 4 x 2
+    total = len(vdoc.grid_strategies()) * 2 * 4 * 2  # every registered strategy but local x 2 rates x 4 sizes x 2 models
+    assert f"**3 of {total} points measured, 3 of them within ±10 %**" in text
     assert ("| `wfbp` | 1gbit | resnet50 | **0.950** [`old`](#old) |  |  | **0.980** [`new`](#new) |"
             in text)
     assert "No point measured yet at: 4gbit resnet50, 1gbit vgg16, 4gbit vgg16." in text
