@@ -52,13 +52,13 @@ def simulate(spec: Path = typer.Argument(..., help="Experiment spec (YAML), the 
     """Simulate SPEC on a simulated clock (SimPy): same profiles, plans and links; writes run records."""
     from synclab.config import SpecError
     from synclab.resources import spec_path
+    from synclab.sim.goodput import parse_ring_goodput
     from synclab.sim.records import write_run, write_sweep
     from synclab.sim.run import (
         DEFAULT_CPU_S_PER_BYTE,
         DEFAULT_SERIAL_S_PER_BYTE,
         DEFAULT_STARTUP_S,
         load_for_simulation,
-        parse_ring_goodput,
     )
     from synclab.sim.run import simulate as run_sim
 

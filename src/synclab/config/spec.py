@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
+from synclab.config.section import Section as _Section
+from synclab.config.straggler import StragglerSpec
 from synclab.units import parse_duration_s, parse_rate_bps, parse_size_bytes
 from synclab.wire.frames import auto_chunk_bytes
 
@@ -22,20 +24,6 @@ class SpecError(ValueError):
     """An invalid spec; ``str(err)`` names the dotted key(s) at fault."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class StragglerSpec(_Section):
-    """Random straggler episodes (:mod:`synclab.compute.stragglers`): at each iteration a worker not already
-    straggling starts an episode with ``probability``; its compute then takes ``factor`` times longer for
-    ``duration`` iterations. Seeded by ``run.seed`` and the rank (the emulator and the simulator draw the
-    same episodes)."""
-
-    probability: float = Field(0.0, ge=0, le=1, description="chance per worker per iteration that an episode "
-                                                              "starts (0: no random stragglers)")
-    factor: float = Field(2.0, ge=1, le=100, description="compute time multiplier during an episode")
-    duration: int = Field(1, ge=1, description="iterations an episode lasts")
 
 
 class ClusterSpec(_Section):

@@ -9,8 +9,9 @@ from typer.testing import CliRunner
 
 from synclab.cli import app
 from synclab.config import load_spec, parse_override
+from synclab.sim.goodput import PAYLOAD_SHARE, parse_ring_goodput, ring_goodput_for
 from synclab.sim.host import HostCpu
-from synclab.sim.run import PAYLOAD_SHARE, goodput_at, parse_ring_goodput, ring_goodput_for, simulate
+from synclab.sim.run import goodput_at, simulate
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
