@@ -207,10 +207,14 @@ tasks_json() {
 stack_file() {
     # compose reads .env and interpolates; the shell wins. NETWORK_MTU: VXLAN adds 50 bytes to the
     # lab bridge's 1500. SYNCLAB_NODE_IMAGE: what every node records as its image (ref@image ID).
+    # Prometheus is published on host 1 (docker-compose.swarm-prometheus.yml): the lab's hosts sit on a private
+    # bridge of this machine, and the tests read the job's metrics from there. The overlay is not encrypted
+    # (docker-compose.swarm-unencrypted.yml): the lab's hosts share this machine's kernel, and a kernel without
+    # ESP (CONFIG_INET_ESP unset, as on the CI machines) carries no IPsec traffic between them.
     REPEAT=1 NETWORK_MTU="${NETWORK_MTU:-1450}" SYNCLAB_IMAGE="$SYNCLAB_IMAGE" PROMETHEUS_IMAGE="$PROMETHEUS_IMAGE" \
         SYNCLAB_NODE_IMAGE="$SYNCLAB_IMAGE@$(image_id "$SYNCLAB_IMAGE")" PROMETHEUS_PORT=9090 \
         "$DOCKER" compose -f docker-compose.yml -f docker-compose.swarm.yml -f docker-compose.swarm-hosts.yml \
-        config --format json "${SERVICES[@]}" | python3 "$here/stack-file.py"
+        -f docker-compose.swarm-prometheus.yml -f docker-compose.swarm-unencrypted.yml config --format json "${SERVICES[@]}" | python3 "$here/stack-file.py"
 }
 
 run() {

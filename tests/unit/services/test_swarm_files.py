@@ -26,6 +26,12 @@ def test_the_swarm_overlay_is_encrypted():
     assert net["driver"] == "overlay" and "encrypted" in net["driver_opts"]
 
 
+def test_the_overlay_is_unencrypted_only_when_asked():
+    assert load("docker-compose.swarm-unencrypted.yml")["networks"]["cluster"]["driver_opts"] == {}
+    lab = (REPO / "scripts/docker/swarm-lab.sh").read_text()
+    assert "docker-compose.swarm-unencrypted.yml" in lab and "docker-compose.swarm-prometheus.yml" in lab
+
+
 def test_swarm_prometheus_is_not_published_unless_asked():
     assert load("docker-compose.swarm.yml")["services"]["prometheus"]["ports"] == []
     (port,) = load("docker-compose.swarm-prometheus.yml")["services"]["prometheus"]["ports"]
