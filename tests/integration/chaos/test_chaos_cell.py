@@ -13,7 +13,9 @@ from support.cluster import synclab
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns]
 
-SMALL = ["model.name=mlp", "model.batch_size=16", "network.rate=null", "run.iterations=20", "run.warmup=1"]
+# smallcnn for 60 iterations: long enough that the job is still running when the fault lands half-way (an
+# mlp of 20 iterations could end between the half-way report and the kill on an idle host).
+SMALL = ["model.batch_size=16", "network.rate=null", "run.iterations=60", "run.warmup=1"]
 
 
 def test_killed_ps_shard_and_dropped_link_end_bit_identical(tmp_path, netns_ready):
