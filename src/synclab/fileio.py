@@ -69,6 +69,17 @@ def read_text(path: str | os.PathLike, what: str = "file", max_bytes: int = MAX_
                              f"is it the right file?") from None
 
 
+def read_yaml(path: str | os.PathLike, what: str = "YAML file", max_bytes: int = MAX_INPUT_BYTES):
+    """The YAML document of ``path`` (None for an empty file); :class:`InputFileError` names the file when it
+    cannot be read as text (:func:`read_text`) or is not valid YAML."""
+    import yaml
+
+    try:
+        return yaml.safe_load(read_text(path, what, max_bytes))
+    except yaml.YAMLError as e:
+        raise InputFileError(f"{path}: not valid YAML: {e}") from None
+
+
 def read_csv_rows(path: str | os.PathLike, what: str = "CSV file", required: tuple[str, ...] = (),
                   max_bytes: int = MAX_INPUT_BYTES) -> list[dict[str, str]]:
     """The rows of a user's CSV (a header line, then rows), or :class:`InputFileError` naming the file and

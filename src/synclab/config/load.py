@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from synclab.config.spec import Spec, SpecError
-from synclab.fileio import InputFileError, read_text
+from synclab.fileio import InputFileError, read_yaml
 
 
 def _format_errors(err: ValidationError) -> str:
@@ -85,11 +85,9 @@ def load_spec(path: str | Path, overrides: Iterable[Override] = ()) -> Spec:
     A :class:`SpecError` names the file and the dotted key."""
     path = Path(path)
     try:
-        data = yaml.safe_load(read_text(path, "spec file"))
+        data = read_yaml(path, "spec file")
     except InputFileError as e:
         raise SpecError(str(e)) from None
-    except yaml.YAMLError as e:
-        raise SpecError(f"{path}: not valid YAML: {e}") from None
     if data is None:  # an empty file is a mistake (a truncated copy, the wrong path), never "all defaults"
         raise SpecError(f"spec file {path} is empty; a spec names at least its strategy (e.g. strategy: {{name: ps}})")
     if not isinstance(data, dict):

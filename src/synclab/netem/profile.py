@@ -19,9 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from synclab.fileio import InputFileError, read_text
+from synclab.fileio import InputFileError, read_yaml
 from synclab.linkprofile import (
     LinkProfile,
     ProfileError,
@@ -67,11 +65,9 @@ def load_profile_file(path: Path) -> LinkProfile:
     """Read and validate one profile file; its name is the file's stem."""
     path = Path(path)
     try:
-        data = yaml.safe_load(read_text(path, "link profile"))
+        data = read_yaml(path, "link profile")
     except InputFileError as e:
         raise ProfileError(str(e)) from None
-    except yaml.YAMLError as e:
-        raise ProfileError(f"{path}: not valid YAML: {e}") from None
     return profile_from_mapping(data, name=path.stem, source=str(path))
 
 
