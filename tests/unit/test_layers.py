@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "synclab.core": 1,
     "synclab.units": 1,
     "synclab.fileio": 1,
+    "synclab.hostlock": 1,  # the host-wide emulation lock (standard library only)
     "synclab.linkprofile": 1,
     "synclab.resources": 1,  # where the packaged data files are (standard library only)
     "synclab.wire": 1,

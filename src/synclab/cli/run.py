@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 import yaml
 
+from synclab import hostlock
 from synclab.cli._common import console, fail
 from synclab.cli.report import show_report
 from synclab.fileio import write_atomic
@@ -46,20 +47,22 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML), or a pack
     console.print(f"  {job.dilation.describe()}")
     for note in job.notes:
         console.print(f"  note: {note}")
-    try:
-        cluster.start()
-    except KeyboardInterrupt:
-        cluster.terminate()
-        fail("interrupted while the cluster was starting; nothing is left running", 130)
-    except Exception as e:  # e.g. a namespace, tc or Docker step failed: nothing is left behind
-        cluster.terminate()
-        fail(f"could not start the cluster: {e}", 1)
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
-        task = progress.add_task("iterations", total=s.run.iterations)
-        status = supervise(cluster, on_progress=lambda done, total: progress.update(task, completed=done))
-        if status["status"] == "ok":
-            progress.update(task, completed=s.run.iterations)
+    # one emulation on the host's cores at a time (a no-op under `flock` or inside a test that holds it)
+    with hostlock.hold(say=lambda msg: console.print(f"  {msg}")):
+        try:
+            cluster.start()
+        except KeyboardInterrupt:
+            cluster.terminate()
+            fail("interrupted while the cluster was starting; nothing is left running", 130)
+        except Exception as e:  # e.g. a namespace, tc or Docker step failed: nothing is left behind
+            cluster.terminate()
+            fail(f"could not start the cluster: {e}", 1)
+        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console, transient=False) as progress:
+            task = progress.add_task("iterations", total=s.run.iterations)
+            status = supervise(cluster, on_progress=lambda done, total: progress.update(task, completed=done))
+            if status["status"] == "ok":
+                progress.update(task, completed=s.run.iterations)
     if status["status"] != "ok":
         fail(f"run {status['status']}: {status['reason']} (records in {run_dir})",
               code=130 if status["status"] == "interrupted" else 1)

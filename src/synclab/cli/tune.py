@@ -17,7 +17,7 @@ def tune(spec: Path = typer.Argument(..., help="Experiment spec (YAML) or a pack
                                          "(repeatable), e.g. strategy.slice_params=10000:1000000:log."),
          trials: int = typer.Option(20, "--trials", min=1, help="Simulated trials."),
          confirm: int = typer.Option(1, "--confirm", min=0, help="Best distinct points to run on the emulator "
-                                     "(synclab run, under flock /tmp/synclab-emu.lock), with the spec as given; "
+                                     "(synclab run, which takes the host emulation lock), with the spec as given; "
                                      "0: simulate only."),
          confirm_iterations: int = typer.Option(6, "--confirm-iterations", min=2, help="Iterations of each "
                                                 "emulated confirmation."),

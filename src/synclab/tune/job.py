@@ -5,8 +5,7 @@ Each trial loads the spec with the trial's values as ``--set`` overrides and sim
 iteration time (``summary.json`` ``iteration_seconds.mean``: the iterations after ``run.warmup``) or, with
 ``metric="throughput"``, samples per second (maximised). The spec as given is simulated first, as the
 ``default`` point the gains are measured against. The ``confirm`` best distinct points (and the default)
-are then run for real: ``synclab run`` in a child process under the host's emulation lock
-(``flock /tmp/synclab-emu.lock``), ``confirm_iterations`` iterations each, their ``summary.json`` read back.
+are then run for real: ``synclab run`` in a child process (which takes the host's emulation lock, :mod:`synclab.hostlock`), ``confirm_iterations`` iterations each, their ``summary.json`` read back.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from typing import Any
 from synclab.tune.search import best, search
 from synclab.tune.space import Param
 
-EMU_LOCK = "/tmp/synclab-emu.lock"
 METRICS = ("iteration", "throughput")
 
 
@@ -60,7 +58,7 @@ def emulate_point(spec_file: Path, base: list[str], values: dict[str, int | floa
 
     warmup = min(load_spec(spec_file, base).run.warmup, iterations // 2)
     sets = [*base, *overrides_of(values), f"run.iterations={iterations}", f"run.warmup={warmup}"]
-    cmd = ["flock", EMU_LOCK, sys.executable, "-m", "synclab", "run", str(spec_file), "--out", str(out),
+    cmd = [sys.executable, "-m", "synclab", "run", str(spec_file), "--out", str(out),
            "--no-report", *[a for s in sets for a in ("--set", s)]]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=os.environ.copy())
     summary = out / "summary.json"
