@@ -12,10 +12,118 @@ from rich.console import Console
 
 from synclab.cli._common import fail
 
-app = typer.Typer(no_args_is_help=True, help="Validate the simulator against the emulator: run a grid of points "
-                                              "on both (grid), compare two validations (compare), regenerate "
-                                              "docs/results/validation.md from the records (doc).")
+app = typer.Typer(no_args_is_help=True, invoke_without_command=True,
+                  help="Validate the simulator against the emulator: points drawn at random (--random N --seed S), "
+                       "a grid of points on both (grid), compare two validations (compare), regenerate "
+                       "docs/results/validation.md from the records (doc).")
 console = Console(stderr=True)
+
+
+@app.callback()
+def random_sample(ctx: typer.Context,
+                  random_n: Optional[int] = typer.Option(None, "--random", metavar="N", min=1, help="Draw N points "
+                                                         "at random (strategy, workers, PS shards, 1-10 Gbit/s, "
+                                                         "delay, replayed model and scale) and run each on the "
+                                                         "emulator at the D its run picks and on the simulator "
+                                                         "with its defaults."),
+                  seed: int = typer.Option(0, "--seed", help="The draw's seed: the same seed, the same points."),
+                  spec: str = typer.Option("quickstart", "--spec", help="Base spec of every point (--random)."),
+                  max_workers: int = typer.Option(8, "--max-workers", min=2, help="Most workers a point may draw "
+                                                  "(--random; 8: what a 2-core host emulates in minutes)."),
+                  max_point_s: float = typer.Option(180.0, "--max-point-s", help="A point estimated above this "
+                                                    "many host seconds is drawn again (--random; counted)."),
+                  models: Optional[str] = typer.Option(None, "--models", help="Comma-separated replayed models "
+                                                       "to draw from (--random; default: six CNNs from ResNet-20 "
+                                                       "to VGG-16)."),
+                  iterations: int = typer.Option(8, "--iterations", min=4, help="run.iterations of every point "
+                                                 "(--random; 2 warm-up)."),
+                  out: Optional[Path] = typer.Option(None, "--out", help="Run directory (--random; default "
+                                                     "runs/validate-random-sSEED); points already there are "
+                                                     "reused, so a sample runs in pieces."),
+                  lock: Optional[str] = typer.Option(None, "--lock", help="flock this file around each emulated "
+                                                     "point (--random)."),
+                  list_only: bool = typer.Option(False, "--list", help="Print the drawn points and stop "
+                                                 "(--random)."),
+                  record: Optional[str] = typer.Option(None, "--record", metavar="NAME", help="Also copy the "
+                                                       "results into docs/validation/NAME/ of this checkout "
+                                                       "(--random).")):
+    """Without a command: ``--random N --seed S`` validates on N points drawn at random."""
+    if ctx.invoked_subcommand is not None:
+        if random_n is not None:
+            fail(f"--random goes without a command (synclab validate --random N), not with {ctx.invoked_subcommand!r}")
+        return
+    if random_n is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(2)
+    _run_random(random_n, seed, spec, max_workers, max_point_s, models, iterations, out, lock, list_only, record)
+
+
+def _run_random(n: int, seed: int, spec: str, max_workers: int, max_point_s: float, models: Optional[str],
+                iterations: int, out: Optional[Path], lock: Optional[str], list_only: bool,
+                record: Optional[str]) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from synclab.compute.profile import ModelProfileError
+    from synclab.resources import checkout, spec_path
+    from synclab.validate import random_points as rp
+    from synclab.validate.grid import write_results
+
+    root = checkout() if record else None
+    if record and root is None:
+        fail("--record writes docs/validation/NAME/ of a checkout: run it inside one")
+    base = spec_path(spec)
+    if not base.is_file():
+        fail(f"spec {spec!r} is neither a file nor a packaged example (synclab examples)")
+    try:
+        draw = rp.draw_points(n, seed, models=tuple(_csv(models, "--models")) if models else rp.MODELS,
+                              max_workers=max_workers, max_point_s=max_point_s, iterations=iterations)
+    except (ValueError, ModelProfileError) as e:
+        fail(str(e))
+    out = out or Path("runs") / f"validate-random-s{seed}"
+    console.print(f"{n} point(s) drawn with seed {seed} ({draw.redrawn} drawn again for an estimate over "
+                  f"{max_point_s:g} host s) -> {out}")
+    if list_only:
+        t = Table(title=f"random points, seed {seed}")
+        for c in ("#", "strategy", "workers", "shards", "rate", "delay", "model", "batch", "scale", "D", "est. s"):
+            t.add_column(c, justify="right")
+        for p in draw.points:
+            t.add_row(str(p.index), p.strategy, str(p.workers), str(p.shards or "—"), p.rate, f"{p.delay_us} us",
+                      p.model, str(p.batch), f"{p.scale:g}", str(p.dilation), f"{p.estimated_s:.0f}")
+        Console(width=None if sys.stdout.isatty() else 150).print(t)
+        return
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("random points", total=len(draw.points))
+
+        def on_point(i, p):
+            progress.update(task, completed=i, description=f"{p.name} (D = {p.dilation}, est. {p.estimated_s:.0f} s)")
+
+        rows = rp.run_points(base, draw, out, lock=lock, iterations=iterations, on_point=on_point)
+        progress.update(task, completed=len(draw.points), description="random points")
+    write_results(out, rows, rp.COLUMNS, colour_by="strategy")
+    t = Table(title="simulated (defaults) ÷ emulated (its own D) mean iteration time")
+    for c in ("#", "strategy", "workers", "shards", "rate", "model", "D", "emulated s", "simulated s", "sim ÷ emu"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        cells = [str(r["index"]), r["strategy"], str(r["workers"]), str(r["shards"] or "—"), r["rate"], r["model"],
+                 str(r.get("dilation", "?"))]
+        if "ratio" in r:
+            t.add_row(*cells, f"{r['emulated_s']:.3f}", f"{r['simulated_s']:.3f}", f"{r['ratio']:.3f}")
+        else:
+            t.add_row(*cells, "—", "—", r.get("error", "—")[:60])
+    Console(width=None if sys.stdout.isatty() else 150).print(t)
+    c = rp.counts(rows)
+    console.print(f"{c['within_10']} of {c['compared']} compared points within ±10 %, {c['beyond_20']} beyond "
+                  f"±20 %, {c['failed']} failed; wrote {out}/sim-vs-emu.csv, .json, .png")
+    if record:
+        from synclab.validate.grid import record as keep
+
+        extra = {"random": {"n": n, "seed": seed, "redrawn": draw.redrawn, "bounds": draw.bounds}}
+        dest = keep(out, record, "synclab validate " + shlex.join(sys.argv[2:]), root, extra)
+        console.print(f"recorded in {dest} (`synclab validate doc` writes docs/results/validation.md)")
+    if c["failed"]:
+        raise typer.Exit(1)
 
 
 def _csv(text: str, what: str) -> list[str]:

@@ -111,6 +111,54 @@ def grid_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str],
     return lines + [""], {"compared": len(compared), "within": within, "fits": len(fits), "fits_ok": fits_ok}
 
 
+def random_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str], dict]:
+    """A random sample's section (``synclab validate --random N --seed S --record NAME``): every drawn point with
+    its coordinates, the D its run picked and simulated (defaults) / emulated, and its counts."""
+    rows, info = meta["rows"], meta["random"]
+    b = info.get("bounds", {})
+    compared = [r for r in rows if r.get("ratio") not in (None, "")]
+    within = sum(_within(r["ratio"]) for r in compared)
+    beyond = sum(not _within(r["ratio"], FIT_TOL) for r in compared)
+    lines = [f"## `{name}`", "",
+             f"`{meta['command']}` — code `{meta.get('code', '?')}`, recorded {meta.get('written', '?')}.", "",
+             f"**{within} of {len(compared)} points within ±10 %, {beyond} beyond ±20 %**"
+             + (f" ({len(rows) - len(compared)} of {len(rows)} drawn not compared)" if len(compared) < len(rows)
+                else "")
+             + f": {info['n']} points drawn with seed {info['seed']}, the emulator (`synclab run`) at the dilation "
+             "its own rule picks, the simulator (`synclab simulate`) with its defaults (no host-modelling flag). "
+             f"Drawn from: strategies {', '.join(f'`{x}`' for x in b.get('strategies', []))}; "
+             f"{b.get('workers', ['?', '?'])[0]}–{b.get('workers', ['?', '?'])[1]} workers; "
+             f"1–{b.get('shards', ['?', '?'])[1]} PS shards (never more than the workers); "
+             f"{_range(b.get('rate_gbit'))} Gbit/s; one-way delay {_range(b.get('delay_ms'))} ms; models "
+             f"{', '.join(b.get('models', []))}; compute scale {_range(b.get('scale'))}; "
+             f"{b.get('iterations', '?')} iterations, {b.get('warmup', '?')} of them warm-up. A point estimated above "
+             f"{b.get('max_point_s', '?')} host seconds was drawn again ({info.get('redrawn', '?')} times).", "",
+             "| # | strategy | workers | shards | rate | delay | model (batch) | scale | D | emulated s | simulated s "
+             "| sim ÷ emu | host busy |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        busy = r.get("emu_host_busy")
+        ratio = _mark(r["ratio"]) if r.get("ratio") not in (None, "") else r.get("error", "—")
+        lines.append(f"| {r['index']} | `{r['strategy']}` | {r['workers']} | {r.get('shards') or '—'} | "
+                     f"{float(r['rate_mbit']) / 1e3:g} Gbit/s | {r['delay_us']} µs | {r['model']} ({r['batch']}) | "
+                     f"{r['scale']} | {r.get('dilation', '?')} | {_f(r.get('emulated_s'))} | "
+                     f"{_f(r.get('simulated_s'))} | {ratio} | "
+                     + ("—" if busy in (None, "") else f"{100 * float(busy):.0f} %") + " |")
+    timed = [r for r in rows if r.get("emu_started")]
+    if timed:
+        loads = [float(r["emu_load_end"]) for r in timed if r.get("emu_load_end") not in (None, "")]
+        lines += ["", f"Emulated {min(r['emu_started'] for r in timed)} to {max(r['emu_started'] for r in timed)} "
+                      f"(point starts), {sum(float(r['emu_wall_s'] or 0) for r in timed) / 60:.1f} host min; "
+                      + (f"1-minute load average at the points' ends {min(loads):.1f}–{max(loads):.1f}." if loads
+                         else "load not recorded.")]
+    if rel_png:
+        lines += ["", f"![{name}]({rel_png})"]
+    return lines + [""], {"compared": len(compared), "within": within, "fits": 0, "fits_ok": 0}
+
+
+def _range(v) -> str:
+    return "?" if not v else f"{v[0]:g}–{v[1]:g}"
+
+
 GRID_RATES = ("1gbit", "4gbit")
 GRID_WORKERS = (2, 4, 8, 16)
 GRID_MODELS = ("resnet50", "vgg16")
@@ -313,13 +361,17 @@ def _sections(root: Path) -> tuple[list[str], dict | None]:
         png = d / "grid.png"
         lines, grid = grid_as_it_stands(d, d / "grid.csv", Path(os.path.relpath(png, out.parent)).as_posix())
         sections += lines
-    for rec in sorted(p for p in d.iterdir() if p.is_dir()):
+    records = sorted(p for p in d.iterdir() if p.is_dir())
+    metas = {rec: _record(rec / "sim-vs-emu.json") for rec in records if (rec / "sim-vs-emu.json").exists()}
+    # random samples stand beside the grid, before the records of single studies
+    records.sort(key=lambda rec: "random" not in metas.get(rec, {}))
+    for rec in records:
         found: list[str] = []
-        if (rec / "sim-vs-emu.json").exists():
-            meta = _record(rec / "sim-vs-emu.json")
+        if rec in metas:
+            meta = metas[rec]
             png = rec / "sim-vs-emu.png"
             rel = Path(os.path.relpath(png, out.parent)).as_posix() if png.exists() else None
-            lines, counts = grid_section(rec.name, meta, rel)
+            lines, counts = (random_section if "random" in meta else grid_section)(rec.name, meta, rel)
             found += lines
             summary.append((rec.name, counts))
         if rings := sorted(rec.glob("allreduce*.csv")):

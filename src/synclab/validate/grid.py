@@ -59,19 +59,24 @@ def iteration_mean(run: Path, summary: dict) -> tuple[float, str]:
     return fig["iteration_seconds"]["mean"], fig["pace"]
 
 
-def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | None = None,
+def point(spec: Path, out: Path, sets: list[str], dilation: int | None, *, lock: str | None = None,
           sim_args: list[str] = (), resim: bool = False, emu_only: bool = False, sim_only: bool = False) -> dict:
+    """Emulate and simulate one point (each reused where its summary is in ``out``). ``dilation`` None: the
+    emulator picks its own D (``synclab run``'s rule), the simulator gets none, and the row's ``dilation`` is
+    the one the run recorded in its ``spec.yaml``."""
     emu_cmd = [sys.executable, "-m", "synclab", "run", str(spec), "--out", str(out / "emu"), "--no-report"]
     if lock:  # one emulation on the host at a time, taken per point (not for the whole grid)
         emu_cmd = ["flock", lock, *emu_cmd]
     sim_cmd = [sys.executable, "-m", "synclab", "simulate", str(spec), "--out", str(out / "sim"), *sim_args]
     # the simulator's clock needs no dilation; its host-CPU model (--sim-arg=--host-cpu) reads run.dilation
-    for s in [*sets, f"run.dilation={dilation}"]:
+    for s in [*sets, *([f"run.dilation={dilation}"] if dilation is not None else [])]:
         sim_cmd += ["--set", s]
         emu_cmd += ["--set", s]
     if sim_only and not (out / "emu" / "summary.json").exists():
         raise RuntimeError("no emulated run recorded (--sim-only)")
     emu = _summary(out / "emu", emu_cmd)
+    if dilation is None:
+        dilation = run_dilation(out / "emu")
     provenance = _provenance(out / "emu", emu)
     e, pace = iteration_mean(out / "emu", emu)
     if emu_only:
@@ -81,6 +86,14 @@ def point(spec: Path, out: Path, sets: list[str], dilation: int, *, lock: str | 
     row = {"emulated_s": e, "simulated_s": s_, "ratio": s_ / e, "within_10pct": abs(s_ / e - 1) <= 0.10,
            "pace": pace, "backend": emu.get("network_backend"), "dilation": dilation, **provenance}
     return {**row, **cost_fits(out, dilation)}
+
+
+def run_dilation(run: Path) -> float:
+    """The run.dilation an emulated run ran at, from the resolved spec it wrote (``spec.yaml``)."""
+    import yaml
+
+    d = (yaml.safe_load((run / "spec.yaml").read_text()).get("run") or {}).get("dilation", 1.0)
+    return int(d) if float(d).is_integer() else float(d)
 
 
 LOAD_FILE = "load-at-end.txt"
@@ -204,12 +217,14 @@ def run_grid(spec: Path, points: list[tuple[dict, list[str]]], out: Path, *, dil
     return rows
 
 
-def write_results(out: Path, rows: list[dict]) -> list[Path]:
-    """``sim-vs-emu.json``, ``.csv`` and (with a compared point) ``.png`` in ``out``."""
+def write_results(out: Path, rows: list[dict], columns: list[str] = COLUMNS, *,
+                  colour_by: str = "strategy") -> list[Path]:
+    """``sim-vs-emu.json``, ``.csv`` (``columns``) and, with a compared point, ``.png`` in ``out``: simulated
+    against emulated mean iteration per point, a colour per ``colour_by``, the +-10 % band shaded."""
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "sim-vs-emu.json", json.dumps(rows, indent=2))
     with (out / "sim-vs-emu.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     written = [out / "sim-vs-emu.json", out / "sim-vs-emu.csv"]
@@ -221,8 +236,8 @@ def write_results(out: Path, rows: list[dict]) -> list[Path]:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(5.5, 5))
-        for strategy in sorted({r["strategy"] for r in ok}):
-            pts = [r for r in ok if r["strategy"] == strategy]
+        for strategy in sorted({r[colour_by] for r in ok}):
+            pts = [r for r in ok if r[colour_by] == strategy]
             ax.scatter([r["emulated_s"] for r in pts], [r["simulated_s"] for r in pts], label=strategy, zorder=3)
         hi = max(max(r["emulated_s"], r["simulated_s"]) for r in ok) * 1.1
         ax.plot([0, hi], [0, hi], "k-", lw=0.8)
@@ -236,9 +251,10 @@ def write_results(out: Path, rows: list[dict]) -> list[Path]:
     return written
 
 
-def record(out: Path, name: str, command: str, root: Path) -> Path:
+def record(out: Path, name: str, command: str, root: Path, extra: dict | None = None) -> Path:
     """Copy ``out``'s results into ``root/docs/validation/NAME/``, with the command and the code that produced
-    them (``-dirty`` when ``src/`` differs from the commit; records being written under docs/ do not count)."""
+    them (``-dirty`` when ``src/`` differs from the commit; records being written under docs/ do not count);
+    ``extra`` adds keys to the record (a random sample's seed and bounds)."""
     import shutil
     import time
 
@@ -256,6 +272,6 @@ def record(out: Path, name: str, command: str, root: Path) -> Path:
     if changed:
         code += "-dirty"
     meta = {"command": command, "code": code, "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            "rows": rows}
+            **(extra or {}), "rows": rows}
     (dest / "sim-vs-emu.json").write_text(json.dumps(meta, indent=1) + "\n")
     return dest
