@@ -65,16 +65,10 @@ def _run_random(n: int, seed: int, spec: str, max_workers: int, max_point_s: flo
     from rich.table import Table
 
     from synclab.compute.profile import ModelProfileError
-    from synclab.resources import checkout, spec_path
     from synclab.validate import random_points as rp
     from synclab.validate.grid import write_results
 
-    root = checkout() if record else None
-    if record and root is None:
-        fail("--record writes docs/validation/NAME/ of a checkout: run it inside one")
-    base = spec_path(spec)
-    if not base.is_file():
-        fail(f"spec {spec!r} is neither a file nor a packaged example (synclab examples)")
+    root, base = _checkout_and_spec(record, spec)
     try:
         draw = rp.draw_points(n, seed, models=tuple(_csv(models, "--models")) if models else rp.MODELS,
                               max_workers=max_workers, max_point_s=max_point_s, iterations=iterations)
@@ -126,6 +120,19 @@ def _run_random(n: int, seed: int, spec: str, max_workers: int, max_point_s: flo
         raise typer.Exit(1)
 
 
+def _checkout_and_spec(record: Optional[str], spec: str) -> tuple[Optional[Path], Path]:
+    """The checkout ``--record`` writes into (None without it) and the base spec's file; exit 2 naming a problem."""
+    from synclab.resources import checkout, spec_path
+
+    root = checkout() if record else None
+    if record and root is None:
+        fail("--record writes docs/validation/NAME/ of a checkout: run it inside one")
+    base = spec_path(spec)
+    if not base.is_file():
+        fail(f"spec {spec!r} is neither a file nor a packaged example (synclab examples)")
+    return root, base
+
+
 def _csv(text: str, what: str) -> list[str]:
     items = [x.strip() for x in text.split(",") if x.strip()]
     if not items:
@@ -165,17 +172,11 @@ def grid(spec: str = typer.Option("quickstart", "--spec", help="Base spec: a YAM
     from rich.progress import track
     from rich.table import Table
 
-    from synclab.resources import checkout, spec_path
     from synclab.validate.grid import grid_points, run_grid, write_results
 
     if emu_only and sim_only:
         fail("--emu-only and --sim-only exclude each other")
-    root = checkout() if record else None
-    if record and root is None:
-        fail("--record writes docs/validation/NAME/ of a checkout: run it inside one")
-    base = spec_path(spec)
-    if not base.is_file():
-        fail(f"spec {spec!r} is neither a file nor a packaged example (synclab examples)")
+    root, base = _checkout_and_spec(record, spec)
     try:
         n_workers = [int(w) for w in _csv(workers, "--workers")]
     except ValueError:

@@ -63,6 +63,18 @@ def _ratio_cell(r: dict) -> str:
     return f"{mark} ({_f(r['simulated_s'])} / {_f(r['emulated_s'])} s, D = {r.get('dilation', '?')}{host}{pace})"
 
 
+def _timing(rows: list[dict]) -> list[str]:
+    """When the emulated points ran, their host minutes and the load at their ends (none: no timed point)."""
+    timed = [r for r in rows if r.get("emu_started")]
+    if not timed:
+        return []
+    loads = [float(r["emu_load_end"]) for r in timed if r.get("emu_load_end") not in (None, "")]
+    return ["", f"Emulated {min(r['emu_started'] for r in timed)} to {max(r['emu_started'] for r in timed)} "
+                f"(point starts), {sum(float(r['emu_wall_s'] or 0) for r in timed) / 60:.1f} host min; "
+                + (f"1-minute load average at the points' ends {min(loads):.1f}–{max(loads):.1f}." if loads
+                   else "load not recorded.")]
+
+
 def grid_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str], dict]:
     """One record's section and its counts (points compared, within ±10 %, b ratios within 20 %)."""
     rows = meta["rows"]
@@ -99,13 +111,7 @@ def grid_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str],
                          f"{_f(r['a_ratio'])} | "
                          f"{_f(float(r['emu_b_s_per_byte']) * 1e9, '.2f')} ns/B | "
                          f"{_f(float(r['sim_b_s_per_byte']) * 1e9, '.2f')} ns/B | {_f(r['b_ratio'])} |")
-    timed = [r for r in rows if r.get("emu_started")]
-    if timed:
-        loads = [float(r["emu_load_end"]) for r in timed if r.get("emu_load_end") not in (None, "")]
-        lines += ["", f"Emulated {min(r['emu_started'] for r in timed)} to {max(r['emu_started'] for r in timed)} "
-                      f"(point starts), {sum(float(r['emu_wall_s'] or 0) for r in timed) / 60:.1f} host min; "
-                      + (f"1-minute load average at the points' ends {min(loads):.1f}–{max(loads):.1f}." if loads
-                         else "load not recorded.")]
+    lines += _timing(rows)
     if rel_png:
         lines += ["", f"![{name}]({rel_png})"]
     return lines + [""], {"compared": len(compared), "within": within, "fits": len(fits), "fits_ok": fits_ok}
@@ -143,13 +149,7 @@ def random_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str
                      f"{r['scale']} | {r.get('dilation', '?')} | {_f(r.get('emulated_s'))} | "
                      f"{_f(r.get('simulated_s'))} | {ratio} | "
                      + ("—" if busy in (None, "") else f"{100 * float(busy):.0f} %") + " |")
-    timed = [r for r in rows if r.get("emu_started")]
-    if timed:
-        loads = [float(r["emu_load_end"]) for r in timed if r.get("emu_load_end") not in (None, "")]
-        lines += ["", f"Emulated {min(r['emu_started'] for r in timed)} to {max(r['emu_started'] for r in timed)} "
-                      f"(point starts), {sum(float(r['emu_wall_s'] or 0) for r in timed) / 60:.1f} host min; "
-                      + (f"1-minute load average at the points' ends {min(loads):.1f}–{max(loads):.1f}." if loads
-                         else "load not recorded.")]
+    lines += _timing(rows)
     if rel_png:
         lines += ["", f"![{name}]({rel_png})"]
     return lines + [""], {"compared": len(compared), "within": within, "fits": 0, "fits_ok": 0}
