@@ -14,6 +14,7 @@ def service(tmp_path, reshape_own_link, backend="tbf", profile=None):
                    expected={pb.WORKER: 1, pb.PS: 1}, state="running", profile=profile, heartbeat_s=0.05)
     for name, role in (("worker0", pb.WORKER), ("ps0", pb.PS)):
         job.nodes[name] = pb.NodeInfo(name=name, role=role)
+        job.sessions[name] = f"session-of-{name}"  # what Register would have handed it
     return CoordinatorService(job, reshape_own_link=reshape_own_link)
 
 
@@ -30,7 +31,8 @@ class Nodes:
     def _beat(self, node):
         results = []
         while not self._stop.wait(0.02):
-            reply = self.svc.Heartbeat(pb.HeartbeatRequest(node=node, results=results), None)
+            reply = self.svc.Heartbeat(pb.HeartbeatRequest(node=node, results=results,
+                                                                  session=self.svc.job.sessions[node]), None)
             results = []
             for cmd in reply.commands:
                 self.got.append((node, cmd))

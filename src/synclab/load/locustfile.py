@@ -26,7 +26,7 @@ import torch
 from gevent.queue import Queue
 from locust import User, constant, events, task
 
-from synclab.load.targets import key_name, user_name
+from synclab.load.targets import key_name, user_name, user_session
 from synclab.wire import pb, rpc
 from synclab.wire.channels import open_channel, open_stream
 from synclab.wire.frames import Message, MessageId, chunk_frames
@@ -131,6 +131,7 @@ class CoordinatorUser(User):
     def on_start(self) -> None:
         self.rank = next(_user_index)
         self.node = user_name(self.rank)
+        self.session = user_session(TOKEN, self.rank)
         self.channel = open_channel(ADDRESS, TOKEN, self.node)
         self.stub = rpc.CoordinatorStub(self.channel)
         self.iteration = 0
@@ -149,13 +150,15 @@ class CoordinatorUser(User):
 
     @task(5)
     def heartbeat(self) -> None:
-        self._call("Heartbeat", self.stub.Heartbeat, pb.HeartbeatRequest(node=self.node, iteration=self.iteration))
+        self._call("Heartbeat", self.stub.Heartbeat, pb.HeartbeatRequest(node=self.node, iteration=self.iteration,
+                                                                              session=self.session))
 
     @task(5)
     def report(self) -> None:
         self.iteration += 1
         self._call("ReportIteration", self.stub.ReportIteration,
-                   pb.IterationReport(node=self.node, rank=self.rank, iteration=self.iteration, iteration_s=0.1))
+                   pb.IterationReport(node=self.node, rank=self.rank, iteration=self.iteration, iteration_s=0.1,
+                                     session=self.session))
 
     @task(1)
     def status(self) -> None:

@@ -42,6 +42,15 @@ def user_name(i: int) -> str:
     return f"load{i}"
 
 
+def user_session(token: str, i: int) -> str:
+    """The session the coordinator target holds for load user ``i``, as if it had registered (a running job's
+    Register hands out a random one): derived from the token, so the Locust processes know it without a call."""
+    import hashlib
+    import hmac
+
+    return hmac.new(token.encode(), user_name(i).encode(), hashlib.sha256).hexdigest()[:32]
+
+
 def key_name(i: int) -> str:
     return f"load.key{i}"
 
@@ -137,6 +146,7 @@ class CoordinatorTarget:
         nodes = {user_name(i): pb.NodeInfo(role=pb.WORKER, index=i, name=user_name(i)) for i in range(users)}
         self.job = JobState(spec=spec, run_dir=run_dir or Path("."), job_id="load", network_backend="none",
                             link_rate_bps=None, expected={pb.WORKER: users, pb.PS: 0}, state="running", nodes=nodes)
+        self.job.sessions = {user_name(i): user_session(self.token, i) for i in range(users)}
         self.service = CoordinatorService(self.job)
         self.server = make_server(self.token, max_rpcs)
         rpc.add_CoordinatorServicer_to_server(self.service, self.server)

@@ -39,6 +39,7 @@ class CoordinatorClient:
                 "is it running, and is --coordinator host:port right?") from None
         self.stub = rpc.CoordinatorStub(self._channel)
         self.node = node_hint
+        self.session = ""  # the secret Register hands this node; every call made as the node carries it
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
         self._reporter: threading.Thread | None = None
         self._hb_stop = threading.Event()
@@ -58,7 +59,7 @@ class CoordinatorClient:
         reply = self._call(self.stub.Register, pb.RegisterRequest(
             role=ROLE_NAMES[role], requested_index=index, address=address, metrics_url=metrics_url,
             capabilities=list(capabilities), placement=node_placement()), timeout=30)
-        self.node = reply.node.name
+        self.node, self.session = reply.node.name, reply.session
         return reply
 
     def cluster(self, timeout: float) -> list[pb.NodeInfo]:
@@ -66,14 +67,16 @@ class CoordinatorClient:
 
     def publish_plan(self, plan_json: str) -> None:
         """Publish rank 0's plan (a validated plan model as JSON, see synclab.plans.schema)."""
-        self._call(self.stub.PublishPlan, pb.PublishPlanRequest(node=self.node, plan_json=plan_json), timeout=30)
+        self._call(self.stub.PublishPlan, pb.PublishPlanRequest(node=self.node, plan_json=plan_json,
+                                                                          session=self.session), timeout=30)
 
     def plan(self, timeout: float) -> str:
         """The published plan as JSON; the reader validates it with its strategy's plan model."""
         return self._call(self.stub.GetPlan, pb.PlanRequest(node=self.node), timeout=timeout).plan_json
 
     def barrier(self, name: str, participants: int, timeout: float | None = None) -> None:
-        self._call(self.stub.Barrier, pb.BarrierRequest(name=name, node=self.node, participants=participants),
+        self._call(self.stub.Barrier, pb.BarrierRequest(name=name, node=self.node, participants=participants,
+                                                                  session=self.session),
                    timeout=timeout)
 
     def report(self, report: pb.IterationReport) -> None:
@@ -81,6 +84,7 @@ class CoordinatorClient:
         if self._reporter is None:
             self._reporter = threading.Thread(target=self._send_reports, name="reporter", daemon=True)
             self._reporter.start()
+        report.session = self.session
         self._reports.put(report)
 
     def _send_reports(self) -> None:
@@ -105,11 +109,14 @@ class CoordinatorClient:
             while not self._hb_stop.wait(interval_s):
                 try:
                     reply = self.stub.Heartbeat(pb.HeartbeatRequest(node=self.node, iteration=iteration(),
-                                                                    results=results),
+                                                                    results=results, session=self.session),
                                                 timeout=max(5.0, interval_s * 5))
                     misses = 0
                     results = []
                 except grpc.RpcError as e:
+                    if e.code() == grpc.StatusCode.PERMISSION_DENIED:  # not (or no longer) a node of this job
+                        on_stop(f"the coordinator refused this node's heartbeat: {e.details()}")
+                        return
                     misses += 1
                     if misses >= 5:
                         on_stop(f"lost the coordinator: {e.details()}")
@@ -136,7 +143,7 @@ class CoordinatorClient:
         self._hb_stop.set()
         try:
             self.stub.Done(pb.DoneRequest(node=self.node, ok=ok, message=message, bytes_sent=bytes_sent or {},
-                                          bytes_received=bytes_received or {}), timeout=10)
+                                          bytes_received=bytes_received or {}, session=self.session), timeout=10)
         except grpc.RpcError as e:
             log.warning("could not tell the coordinator we are done: %s", e.details())
 

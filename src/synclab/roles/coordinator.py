@@ -4,13 +4,23 @@ It is the only node that writes ``iterations.csv``, ``summary.json`` and
 ``endpoints.json`` (rank 0 writes ``eval.csv``, which the summary reads). When any node fails (it says so, its heartbeat stops, or a
 user sends ``stop``) the job is marked failed, every blocked barrier is aborted,
 every heartbeat reply says stop, and ``failure.json`` records why.
+
+Who may say what. The job token admits a caller; Register makes it a node and hands it a ``session``, a secret
+of that registration. Every call a node makes as itself (Barrier, PublishPlan, Heartbeat, ReportIteration, Done)
+must name a registered node and carry its session, else it is refused with PERMISSION_DENIED, logged, and
+changes nothing: a token holder cannot keep a dead node alive, end or fail the job in a node's name, or pass a
+barrier for it, and a node of an earlier attempt (a restarted coordinator at the same address) is told apart
+from the node that registered under its name in this one. Control (shape, stop) is the operator's call: the
+token holder who started the job.
 What goes into ``iterations.csv`` and ``summary.json`` is :mod:`synclab.roles.records`.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
+import secrets
 import threading
 import time
 import uuid
@@ -46,6 +56,7 @@ class JobState:
     expected: dict[int, int]
     nodes: dict[str, pb.NodeInfo] = field(default_factory=dict)
     placement: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> where it runs
+    sessions: dict[str, str] = field(default_factory=dict)  # node -> the secret its registration was given
     plan_json: str | None = None
     barriers: dict[str, set] = field(default_factory=dict)
     heartbeats: dict[str, float] = field(default_factory=dict)
@@ -99,6 +110,19 @@ class CoordinatorService(rpc.CoordinatorServicer):
         if not ok:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "timed out waiting for the other nodes")
 
+    def _as_node(self, context, node: str, session: str, call: str) -> None:
+        """Refuse (PERMISSION_DENIED, logged) a call made as ``node`` unless that node registered in this job and
+        ``session`` is the secret its registration was given. Called under ``self.cv``."""
+        known = self.job.sessions.get(node)
+        if known is None:
+            why = f"{node!r} is not a registered node of job {self.job.job_id}"
+        elif not hmac.compare_digest(session.encode(), known.encode()):
+            why = f"{call} as {node!r} without that node's session (a spoofed name, or a node of an earlier attempt)"
+        else:
+            return
+        log.warning("refused %s from %s: %s", call, _peer(context), why)
+        context.abort(grpc.StatusCode.PERMISSION_DENIED, why)
+
     # -- RPCs ------------------------------------------------------------------------
     def Register(self, request, context):
         job = self.job
@@ -123,6 +147,7 @@ class CoordinatorService(rpc.CoordinatorServicer):
             node = pb.NodeInfo(role=request.role, index=index, name=f"{prefix}{index}", address=request.address,
                                metrics_url=request.metrics_url, capabilities=request.capabilities)
             job.nodes[node.name] = node
+            job.sessions[node.name] = session = secrets.token_hex(16)
             job.placement[node.name] = dict(request.placement)
             job.heartbeats[node.name] = time.monotonic()
             if len(job.nodes) == job.total_nodes:
@@ -131,7 +156,7 @@ class CoordinatorService(rpc.CoordinatorServicer):
             self.cv.notify_all()
         log.info("registered %s at %s", node.name, node.address)
         return pb.RegisterReply(node=node, spec_json=json.dumps(job.spec.to_dict()), run_dir=str(job.run_dir),
-                                job_id=job.job_id)
+                                job_id=job.job_id, session=session)
 
     def _write_endpoints(self) -> None:
         endpoints = {name: {"role": pb.Role.Name(n.role).lower(), "address": n.address, "metrics_url": n.metrics_url}
@@ -145,9 +170,10 @@ class CoordinatorService(rpc.CoordinatorServicer):
     def PublishPlan(self, request, context):
         with self.cv:
             planner = f"{ROLE_PREFIX[pb.WORKER]}0"
-            if request.node != planner or planner not in self.job.nodes:
+            if request.node != planner:
                 context.abort(grpc.StatusCode.PERMISSION_DENIED,
                               f"only {planner} publishes the plan, once registered (asked by {request.node!r})")
+            self._as_node(context, request.node, request.session, "PublishPlan")
             if self.job.plan_json is not None and self.job.plan_json != request.plan_json:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, "the plan is already published; it cannot change")
             try:
@@ -167,9 +193,8 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def Barrier(self, request, context):
         with self.cv:
-            if request.node not in self.job.nodes:  # an unregistered name would make a barrier pass early
-                context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                              f"{request.node!r} is not a registered node of job {self.job.job_id}")
+            # an unregistered or spoofed name would make a barrier pass early
+            self._as_node(context, request.node, request.session, f"Barrier {request.name!r}")
             if request.participants != self.job.total_nodes:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"barrier {request.name!r} for "
                               f"{request.participants} participants; this job has {self.job.total_nodes} nodes")
@@ -196,8 +221,9 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def Heartbeat(self, request, context):
         with self.cv:
-            if request.node not in self.job.nodes:  # a process of an earlier attempt (a restarted coordinator)
-                return pb.HeartbeatReply(stop=True, reason=f"{request.node} is not registered in job {self.job.job_id}")
+            # a spoofed name, or a process of an earlier attempt (a restarted coordinator): it must not keep
+            # this job's node alive; the client takes the refusal as its stop
+            self._as_node(context, request.node, request.session, "Heartbeat")
             self.job.heartbeats[request.node] = time.monotonic()
             for r in request.results:
                 if r.id in self.job.command_results:
@@ -210,8 +236,9 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def ReportIteration(self, request, context):
         with self.cv:
-            node = self.job.nodes.get(request.node)
-            if node is None or node.role != pb.WORKER or node.index != request.rank:
+            self._as_node(context, request.node, request.session, "ReportIteration")
+            node = self.job.nodes[request.node]
+            if node.role != pb.WORKER or node.index != request.rank:
                 context.abort(grpc.StatusCode.PERMISSION_DENIED, f"an iteration report of rank {request.rank} "
                               f"from {request.node!r}, which is not that registered worker")
             if not 0 <= request.iteration <= self.job.spec.run.iterations:
@@ -224,9 +251,8 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def Done(self, request, context):
         with self.cv:
-            if request.node not in self.job.nodes:  # an earlier attempt's node ending: not this job's failure
-                log.warning("ignored the end of %s, which is not registered in this job", request.node)
-                return pb.Ack()
+            # a spoofed end, or an earlier attempt's node ending: neither is this job's end or failure
+            self._as_node(context, request.node, request.session, "Done")
             self.job.done[request.node] = request
             self.cv.notify_all()
         if not request.ok:
@@ -235,6 +261,7 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def Control(self, request, context):
         if request.kind == "stop":
+            log.warning("stop asked by %s (%s)", _peer(context), request.args_json or "no reason given")
             self.fail(f"stopped by a user ({request.args_json or 'no reason given'})")
             return pb.ControlReply(accepted=True, message="stopping")
         if request.kind == "shape":
@@ -332,6 +359,15 @@ class CoordinatorService(rpc.CoordinatorServicer):
 
     def all_done(self) -> bool:
         return len(self.job.done) == self.job.total_nodes
+
+
+def _peer(context) -> str:
+    """Who called, for a log line: the name it gave (``x-synclab-node``) and its address."""
+    if context is None:  # called in process (tests)
+        return "an in-process caller"
+    from synclab.wire.channels import caller_node
+
+    return f"{caller_node(context) or '?'} at {context.peer()}"
 
 
 def network_backend(spec: Spec) -> str:

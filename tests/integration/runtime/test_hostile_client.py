@@ -327,18 +327,30 @@ def test_a_running_job_refuses_a_hostile_client_and_trains_as_if_alone(tmp_path,
         co = lambda what, fn, req, code: results.append((what, code, _call(engine, what, fn, req, timeout=5)))  # noqa
         co("coordinator Barrier 'end' as unregistered 'intruder'", stub.Barrier,
            pb.BarrierRequest(name="end", node="intruder", participants=4), "PERMISSION_DENIED")
-        co("coordinator Barrier 'end' as 'worker0' for 1 participant", stub.Barrier,
-           pb.BarrierRequest(name="end", node="worker0", participants=1), "INVALID_ARGUMENT")
+        co("coordinator Barrier 'end' as 'worker0' without its session, for 1 participant", stub.Barrier,
+           pb.BarrierRequest(name="end", node="worker0", participants=1), "PERMISSION_DENIED")
         co("coordinator PublishPlan as 'intruder'", stub.PublishPlan,
            pb.PublishPlanRequest(node="intruder", plan_json="{}"), "PERMISSION_DENIED")
-        co("coordinator PublishPlan as 'worker0' with another plan", stub.PublishPlan,
-           pb.PublishPlanRequest(node="worker0", plan_json="{}"), "FAILED_PRECONDITION")
+        co("coordinator PublishPlan as 'worker0' without its session, another plan", stub.PublishPlan,
+           pb.PublishPlanRequest(node="worker0", plan_json="{}"), "PERMISSION_DENIED")
         co("coordinator ReportIteration as 'intruder'", stub.ReportIteration,
            pb.IterationReport(node="intruder", rank=0, iteration=1), "PERMISSION_DENIED")
-        co("coordinator ReportIteration as 'worker0' claiming rank 1", stub.ReportIteration,
+        co("coordinator ReportIteration as 'worker0' without its session, rank 1", stub.ReportIteration,
            pb.IterationReport(node="worker0", rank=1, iteration=1), "PERMISSION_DENIED")
-        co("coordinator ReportIteration as 'worker0' for iteration 10^9", stub.ReportIteration,
-           pb.IterationReport(node="worker0", rank=0, iteration=10**9), "INVALID_ARGUMENT")
+        co("coordinator ReportIteration as 'worker0' with a guessed session, iteration 10^9", stub.ReportIteration,
+           pb.IterationReport(node="worker0", rank=0, iteration=10**9, session="0" * 32), "PERMISSION_DENIED")
+        # in a node's name: keep it alive, end it, or fail the job. Each accepted would show: a Done(ok=false)
+        # fails the job, a Done(ok=true) ends the node's part early
+        co("coordinator Heartbeat as 'worker0' without its session", stub.Heartbeat,
+           pb.HeartbeatRequest(node="worker0", iteration=1), "PERMISSION_DENIED")
+        co("coordinator Heartbeat as 'ps1' with a guessed session", stub.Heartbeat,
+           pb.HeartbeatRequest(node="ps1", iteration=1, session="f" * 32), "PERMISSION_DENIED")
+        co("coordinator Done(ok=false) as 'worker1' without its session", stub.Done,
+           pb.DoneRequest(node="worker1", ok=False, message="spoofed failure"), "PERMISSION_DENIED")
+        co("coordinator Done(ok=true) as 'ps0' with a guessed session", stub.Done,
+           pb.DoneRequest(node="ps0", ok=True, session="0" * 32), "PERMISSION_DENIED")
+        co("coordinator Done(ok=false) as unregistered 'worker7'", stub.Done,
+           pb.DoneRequest(node="worker7", ok=False, message="spoofed failure"), "PERMISSION_DENIED")
 
         ps0_grpc, ps0_tcp = nodes["ps0"].address, tcp_addr("ps0")
         w1_grpc, w1_tcp = nodes["worker1"].address, tcp_addr("worker1")
@@ -377,3 +389,90 @@ def test_a_running_job_refuses_a_hostile_client_and_trains_as_if_alone(tmp_path,
         assert torch.equal(got[k], undisturbed[k]), k
     status = json.loads((out / "status.json").read_text())
     assert status["status"] == "ok", status
+
+
+# -- (3) names spoofed before their nodes register, on a coordinator served over real gRPC ----------------------
+def test_a_name_is_trusted_only_after_its_node_registered_and_only_with_its_session(tmp_path, caplog):
+    """A token holder speaks first as ``worker0`` (heartbeat, done, barrier, report), before worker0 has
+    registered, then after, without its session: every call is refused with PERMISSION_DENIED and leaves the
+    job as it was; the real worker0 registers, beats, passes the barrier and ends its part as if alone."""
+    from synclab.config import parse_spec
+    from synclab.roles.client import CoordinatorClient
+    from synclab.roles.coordinator import CoordinatorService, JobState
+    from synclab.wire.channels import bind, make_server
+
+    job = JobState(spec=parse_spec({}), run_dir=tmp_path, job_id="spoof", network_backend="none",
+                   link_rate_bps=None, expected={pb.WORKER: 1, pb.PS: 1})
+    svc = CoordinatorService(job)
+    server = make_server(TOKEN, max_workers=16)
+    rpc.add_CoordinatorServicer_to_server(svc, server)
+    port = bind(server, "127.0.0.1:0", tls=None)
+    server.start()
+    address = f"127.0.0.1:{port}"
+    hostile = open_channel(address, TOKEN, "worker0", tls=None)
+    stub = rpc.CoordinatorStub(hostile)
+    clients = []
+
+    def spoof(when, session=""):
+        calls = [
+            ("Heartbeat", stub.Heartbeat, pb.HeartbeatRequest(node="worker0", iteration=5, session=session)),
+            ("Done(ok=false)", stub.Done, pb.DoneRequest(node="worker0", ok=False, message="spoof",
+                                                         session=session)),
+            ("Done(ok=true)", stub.Done, pb.DoneRequest(node="worker0", ok=True, session=session)),
+            ("Barrier 'start'", stub.Barrier, pb.BarrierRequest(name="start", node="worker0", participants=2,
+                                                                session=session)),
+            ("ReportIteration", stub.ReportIteration, pb.IterationReport(node="worker0", rank=0, iteration=1,
+                                                                         session=session)),
+            ("PublishPlan", stub.PublishPlan, pb.PublishPlanRequest(node="worker0", plan_json="{}",
+                                                                    session=session)),
+        ]
+        for name, fn, req in calls:
+            what = f"coordinator {name} as 'worker0' {when}"
+            code, reason = _call("grpc", what, fn, req, timeout=5)
+            assert code == "PERMISSION_DENIED" and "worker0" in reason, (what, code, reason)
+        assert job.state != "failed" and not job.failure and "worker0" not in job.done
+        assert not job.reports and job.plan_json is None and not job.barriers.get("start")
+
+    try:
+        spoof("before it registered")
+        assert "worker0" not in job.heartbeats  # the watch never waits for a name nobody registered
+
+        ps0 = CoordinatorClient(address, TOKEN, "ps0")
+        clients.append(ps0)
+        ps0.register("ps", 0, "127.0.0.1:1", "")
+        spoof("before it registered, ps0 registered")
+        worker0 = CoordinatorClient(address, TOKEN, "worker0")
+        clients.append(worker0)
+        worker0.register("worker", 0, "127.0.0.1:2", "")
+        assert worker0.session and worker0.session != ps0.session
+        svc.job.heartbeats["worker0"] = 0.0
+        spoof("after it registered, without its session")
+        spoof("after it registered, with ps0's session", session=ps0.session)
+        assert job.heartbeats["worker0"] == 0.0  # no spoofed heartbeat kept it alive
+        refusals = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused ")]
+        assert len(refusals) == 4 * 6 and all("from worker0 at ipv4:127.0.0.1:" in m for m in refusals), refusals
+
+        # the real nodes carry on: a beat, the start barrier, a report, their ends; the job is theirs alone
+        stopped = []
+        worker0.start_heartbeat(0.05, stopped.append)
+        deadline = time.monotonic() + 5
+        while job.heartbeats["worker0"] == 0.0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert job.heartbeats["worker0"] > 0.0 and not stopped
+        import threading
+        t = threading.Thread(target=ps0.barrier, args=("start", 2), kwargs={"timeout": 10})
+        t.start()
+        worker0.barrier("start", 2, timeout=10)
+        t.join()
+        worker0.publish_plan("{}")
+        worker0.report(pb.IterationReport(node="worker0", rank=0, iteration=0))
+        worker0.flush_reports()
+        assert [r.iteration for r in job.reports] == [0] and job.plan_json == "{}"
+        worker0.done(True)
+        ps0.done(True)
+        assert svc.all_done() and job.state == "running" and not job.failure
+    finally:
+        for c in clients:
+            c.close()
+        hostile.close()
+        server.stop(0)

@@ -138,16 +138,18 @@ class RegisterRequest(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., requested_index: _Optional[int] = ..., address: _Optional[str] = ..., metrics_url: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., placement: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
-    __slots__ = ("node", "spec_json", "run_dir", "job_id")
+    __slots__ = ("node", "spec_json", "run_dir", "job_id", "session")
     NODE_FIELD_NUMBER: _ClassVar[int]
     SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
     RUN_DIR_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     node: NodeInfo
     spec_json: str
     run_dir: str
     job_id: str
-    def __init__(self, node: _Optional[_Union[NodeInfo, _Mapping]] = ..., spec_json: _Optional[str] = ..., run_dir: _Optional[str] = ..., job_id: _Optional[str] = ...) -> None: ...
+    session: str
+    def __init__(self, node: _Optional[_Union[NodeInfo, _Mapping]] = ..., spec_json: _Optional[str] = ..., run_dir: _Optional[str] = ..., job_id: _Optional[str] = ..., session: _Optional[str] = ...) -> None: ...
 
 class ClusterRequest(_message.Message):
     __slots__ = ("node",)
@@ -174,22 +176,26 @@ class PlanReply(_message.Message):
     def __init__(self, plan_json: _Optional[str] = ...) -> None: ...
 
 class PublishPlanRequest(_message.Message):
-    __slots__ = ("node", "plan_json")
+    __slots__ = ("node", "plan_json", "session")
     NODE_FIELD_NUMBER: _ClassVar[int]
     PLAN_JSON_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     node: str
     plan_json: str
-    def __init__(self, node: _Optional[str] = ..., plan_json: _Optional[str] = ...) -> None: ...
+    session: str
+    def __init__(self, node: _Optional[str] = ..., plan_json: _Optional[str] = ..., session: _Optional[str] = ...) -> None: ...
 
 class BarrierRequest(_message.Message):
-    __slots__ = ("name", "node", "participants")
+    __slots__ = ("name", "node", "participants", "session")
     NAME_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     PARTICIPANTS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     name: str
     node: str
     participants: int
-    def __init__(self, name: _Optional[str] = ..., node: _Optional[str] = ..., participants: _Optional[int] = ...) -> None: ...
+    session: str
+    def __init__(self, name: _Optional[str] = ..., node: _Optional[str] = ..., participants: _Optional[int] = ..., session: _Optional[str] = ...) -> None: ...
 
 class BarrierReply(_message.Message):
     __slots__ = ("arrived",)
@@ -198,14 +204,16 @@ class BarrierReply(_message.Message):
     def __init__(self, arrived: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("node", "iteration", "results")
+    __slots__ = ("node", "iteration", "results", "session")
     NODE_FIELD_NUMBER: _ClassVar[int]
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     node: str
     iteration: int
     results: _containers.RepeatedCompositeFieldContainer[CommandResult]
-    def __init__(self, node: _Optional[str] = ..., iteration: _Optional[int] = ..., results: _Optional[_Iterable[_Union[CommandResult, _Mapping]]] = ...) -> None: ...
+    session: str
+    def __init__(self, node: _Optional[str] = ..., iteration: _Optional[int] = ..., results: _Optional[_Iterable[_Union[CommandResult, _Mapping]]] = ..., session: _Optional[str] = ...) -> None: ...
 
 class CommandResult(_message.Message):
     __slots__ = ("id", "ok", "message")
@@ -228,7 +236,7 @@ class HeartbeatReply(_message.Message):
     def __init__(self, stop: _Optional[bool] = ..., reason: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[ControlCommand, _Mapping]]] = ...) -> None: ...
 
 class IterationReport(_message.Message):
-    __slots__ = ("node", "rank", "iteration", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples", "bytes_sent", "bytes_received", "params_checksum", "comm_span_s", "schedule_error_s")
+    __slots__ = ("node", "rank", "iteration", "start_s", "iteration_s", "compute_s", "comm_wait_s", "loss", "samples", "bytes_sent", "bytes_received", "params_checksum", "comm_span_s", "schedule_error_s", "session")
     NODE_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     ITERATION_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +251,7 @@ class IterationReport(_message.Message):
     PARAMS_CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     COMM_SPAN_S_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_ERROR_S_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     node: str
     rank: int
     iteration: int
@@ -257,10 +266,11 @@ class IterationReport(_message.Message):
     params_checksum: float
     comm_span_s: float
     schedule_error_s: float
-    def __init__(self, node: _Optional[str] = ..., rank: _Optional[int] = ..., iteration: _Optional[int] = ..., start_s: _Optional[float] = ..., iteration_s: _Optional[float] = ..., compute_s: _Optional[float] = ..., comm_wait_s: _Optional[float] = ..., loss: _Optional[float] = ..., samples: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., params_checksum: _Optional[float] = ..., comm_span_s: _Optional[float] = ..., schedule_error_s: _Optional[float] = ...) -> None: ...
+    session: str
+    def __init__(self, node: _Optional[str] = ..., rank: _Optional[int] = ..., iteration: _Optional[int] = ..., start_s: _Optional[float] = ..., iteration_s: _Optional[float] = ..., compute_s: _Optional[float] = ..., comm_wait_s: _Optional[float] = ..., loss: _Optional[float] = ..., samples: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., params_checksum: _Optional[float] = ..., comm_span_s: _Optional[float] = ..., schedule_error_s: _Optional[float] = ..., session: _Optional[str] = ...) -> None: ...
 
 class DoneRequest(_message.Message):
-    __slots__ = ("node", "ok", "message", "bytes_sent", "bytes_received")
+    __slots__ = ("node", "ok", "message", "bytes_sent", "bytes_received", "session")
     class BytesSentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -280,12 +290,14 @@ class DoneRequest(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
     BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
     node: str
     ok: bool
     message: str
     bytes_sent: _containers.ScalarMap[str, int]
     bytes_received: _containers.ScalarMap[str, int]
-    def __init__(self, node: _Optional[str] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., bytes_sent: _Optional[_Mapping[str, int]] = ..., bytes_received: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    session: str
+    def __init__(self, node: _Optional[str] = ..., ok: _Optional[bool] = ..., message: _Optional[str] = ..., bytes_sent: _Optional[_Mapping[str, int]] = ..., bytes_received: _Optional[_Mapping[str, int]] = ..., session: _Optional[str] = ...) -> None: ...
 
 class ControlCommand(_message.Message):
     __slots__ = ("kind", "target", "args_json", "id")
