@@ -95,7 +95,7 @@ def _run_random(n: int, seed: int, spec: str, max_workers: int, max_point_s: flo
 
         rows = rp.run_points(base, draw, out, lock=lock, iterations=iterations, on_point=on_point)
         progress.update(task, completed=len(draw.points), description="random points")
-    write_results(out, rows, rp.COLUMNS, colour_by="strategy")
+    write_results(out, rows, rp.COLUMNS, log=True)
     t = Table(title="simulated (defaults) ÷ emulated (its own D) mean iteration time")
     for c in ("#", "strategy", "workers", "shards", "rate", "model", "D", "emulated s", "simulated s", "sim ÷ emu"):
         t.add_column(c, justify="right")

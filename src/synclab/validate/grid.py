@@ -218,9 +218,10 @@ def run_grid(spec: Path, points: list[tuple[dict, list[str]]], out: Path, *, dil
 
 
 def write_results(out: Path, rows: list[dict], columns: list[str] = COLUMNS, *,
-                  colour_by: str = "strategy") -> list[Path]:
+                  log: bool = False) -> list[Path]:
     """``sim-vs-emu.json``, ``.csv`` (``columns``) and, with a compared point, ``.png`` in ``out``: simulated
-    against emulated mean iteration per point, a colour per ``colour_by``, the +-10 % band shaded."""
+    against emulated mean iteration per point, a colour per strategy, the +-10 % band shaded; ``log``: both axes
+    logarithmic (points whose iterations span decades) with the +-20 % lines dashed."""
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "sim-vs-emu.json", json.dumps(rows, indent=2))
     with (out / "sim-vs-emu.csv").open("w", newline="") as f:
@@ -236,13 +237,21 @@ def write_results(out: Path, rows: list[dict], columns: list[str] = COLUMNS, *,
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(5.5, 5))
-        for strategy in sorted({r[colour_by] for r in ok}):
-            pts = [r for r in ok if r[colour_by] == strategy]
-            ax.scatter([r["emulated_s"] for r in pts], [r["simulated_s"] for r in pts], label=strategy, zorder=3)
+        for i, strategy in enumerate(sorted({r["strategy"] for r in ok})):
+            pts = [r for r in ok if r["strategy"] == strategy]
+            ax.scatter([r["emulated_s"] for r in pts], [r["simulated_s"] for r in pts], label=strategy, zorder=3,
+                       color=f"C{i % 10}", marker="os^D"[i // 10 % 4])
         hi = max(max(r["emulated_s"], r["simulated_s"]) for r in ok) * 1.1
-        ax.plot([0, hi], [0, hi], "k-", lw=0.8)
-        ax.fill_between([0, hi], [0, 0.9 * hi], [0, 1.1 * hi], color="0.85", label="±10 %", zorder=0)
-        ax.set(xlabel="emulated mean iteration (s)", ylabel="simulated mean iteration (s)", xlim=(0, hi), ylim=(0, hi))
+        lo = min(min(r["emulated_s"], r["simulated_s"]) for r in ok) / 1.3 if log else 0
+        xs = [lo, hi]
+        ax.plot(xs, xs, "k-", lw=0.8)
+        ax.fill_between(xs, [0.9 * x for x in xs], [1.1 * x for x in xs], color="0.85", label="±10 %", zorder=0)
+        if log:
+            for f in (0.8, 1.2):
+                ax.plot(xs, [f * x for x in xs], "k--", lw=0.6, label="±20 %" if f > 1 else None)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.set(xlabel="emulated mean iteration (s)", ylabel="simulated mean iteration (s)", xlim=(lo, hi), ylim=(lo, hi))
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(out / "sim-vs-emu.png", dpi=120)
