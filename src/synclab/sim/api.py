@@ -62,11 +62,12 @@ class ModelApi:
         """Run ``job(done)`` on the worker's communication thread, after the jobs before it."""
         self._worker.comm.submit(job)
 
-    def allreduce(self, numel: int, then: Callback) -> None:
-        """A ring all-reduce of ``numel`` elements among all workers (2(N-1) steps of M/N; needs mirrored ranks)."""
+    def allreduce(self, numel: int, then: Callback, *, priority: int = 0) -> None:
+        """A ring all-reduce of ``numel`` elements among all workers (2(N-1) steps of M/N; needs mirrored ranks);
+        its messages carry ``priority`` (smaller is more urgent; only a ``send_policy = "priority"`` link orders by it)."""
         if not self._sim.mirror:
             raise RuntimeError("ModelApi.allreduce models a ring of identical ranks: declare OwnModel(mirror=True)")
-        self._sim.ring(numel, then)
+        self._sim.ring(numel, then, priority=priority)
 
     def update(self, iteration: int, tensors: Sequence[int], then: Callback, *, fresh: bool = True) -> None:
         """The worker's optimizer step on each of ``tensors`` in turn (each its profiled share of the update

@@ -129,7 +129,7 @@ class Cluster:
 
 def ring_allreduce(cluster: Cluster, world: int, numel: int, elem_bytes: int, on_done: Callback,
                    mirror: Callable[[int], None] | None = None,
-                   goodput: float | Callable[[int], float] = 1.0) -> None:
+                   goodput: float | Callable[[int], float] = 1.0, priority: int = 0) -> None:
     """Ring all-reduce of ``numel`` elements: 2(N-1) steps, each one segment (of M/N) per rank to its
     successor (as :func:`synclab.collective.ring.ring_allreduce_`; Table 2 "Ring" of MG-WFBP).
 
@@ -141,7 +141,7 @@ def ring_allreduce(cluster: Cluster, world: int, numel: int, elem_bytes: int, on
     the previous one was delivered (rank r sends step s+1 once it received step s). ``goodput`` < 1 (the
     emulator host's measured ring goodput, :meth:`~synclab.sim.host.HostCpu.ring_share`; a share, or a
     function of the segment's bytes): a segment occupies its link as long as ``seg / goodput`` bytes would; the
-    bytes counted stay ``seg``.
+    bytes counted stay ``seg``. Every segment carries ``priority`` (:meth:`Cluster.send`).
     """
     if world <= 1 or numel <= 0:
         cluster.net.after(0.0, on_done)
@@ -159,7 +159,7 @@ def ring_allreduce(cluster: Cluster, world: int, numel: int, elem_bytes: int, on
         state[0] += 1
         if mirror is not None:
             mirror(seg)
-        cluster.send("worker0", "worker1", wire, step)
+        cluster.send("worker0", "worker1", wire, step, priority)
 
     step()
 

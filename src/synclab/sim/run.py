@@ -317,12 +317,12 @@ class Simulation:
         if self.record and len(self.spans) < EVENT_CAP:
             self.spans.append((rank, kind, iteration, start, end))
 
-    def ring(self, numel: int, on_done, elem_bytes: int | None = None) -> None:
+    def ring(self, numel: int, on_done, elem_bytes: int | None = None, priority: int = 0) -> None:
         def mirror(nbytes: int) -> None:
             self._ring_bytes += nbytes
         h = self.net.host_cpu
         ring_allreduce(self.cluster, self.world, numel, elem_bytes or self.elem_bytes, on_done, mirror,
-                       goodput=1.0 if h is None else h.ring_share)
+                       goodput=1.0 if h is None else h.ring_share, priority=priority)
 
     def node_bytes(self, node: str) -> tuple[int, int]:
         if self.mirror:

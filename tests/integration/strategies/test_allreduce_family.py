@@ -1,4 +1,5 @@
-"""Real local clusters: SyncEASGD, MG-WFBP (both plans) DDP buckets and Horovod fusion change when bytes move, never the math."""
+"""Real local clusters: SyncEASGD, MG-WFBP (both plans) DDP buckets, Horovod fusion and ByteScheduler's credit change when bytes move,
+never the math."""
 
 import csv
 import json
@@ -11,10 +12,12 @@ from support.cluster import FAST, run_spec, summary
 pytestmark = pytest.mark.slow
 
 ITERATIONS = 8
-STRATEGIES = ["synceasgd", "mgwfbp", "mgwfbp-opt", "ddp", "horovod"]
-# small caps, so the MLP gradients fall into several DDP buckets and Horovod fusion buffers
+STRATEGIES = ["synceasgd", "mgwfbp", "mgwfbp-opt", "ddp", "horovod", "bytescheduler"]
+# small caps, so the MLP gradients fall into several DDP buckets, Horovod fusion buffers and ByteScheduler
+# partitions (and the credit holds a few partitions: they run concurrently and in rank 0's order)
 EXTRA = {"ddp": ["strategy.bucket_cap_mb=0.05", "strategy.first_bucket_mb=0.01"],
-         "horovod": ["strategy.fusion_threshold_mb=0.05", "strategy.cycle_time_ms=2"]}
+         "horovod": ["strategy.fusion_threshold_mb=0.05", "strategy.cycle_time_ms=2"],
+         "bytescheduler": ["strategy.partition_bytes=20000", "strategy.credit_bytes=50000"]}
 
 
 @pytest.fixture(scope="module")
