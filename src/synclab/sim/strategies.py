@@ -239,6 +239,57 @@ class AsgdModel(PsModel):
         self._pull(it, i)
 
 
+class PushThenPullModel(PsModel):
+    """``ParameterServer(client="push-then-pull")`` (Stanza's PS, §5.2; eq. 6 of §7.1): nothing moves during
+    backward; at its end, on the communication thread, every gradient is pushed (backward order), and once
+    all of this worker's pushes have arrived every tensor is pulled (the shards, in ``pull`` mode, answer a
+    pull once its iteration is applied); the gates open together when the last tensor has landed, as
+    ``strategies.ps`` marks them fresh after its blocking pull. The emulator's worker pulls once its pushes
+    are handed to gRPC; here once they have arrived (the rest of a chunk and the link's delay later)."""
+
+    def on_gradient(self, it: int, i: int) -> None:
+        pass
+
+    def on_backward_end(self, it: int) -> None:
+        self.w.comm.submit(lambda done: self._round(it, done))
+
+    def _round(self, it: int, done) -> None:
+        sim, n = self.sim, len(self.sim.numels)
+        left = [sum(len(sim.parts_of[i]) for i in range(n))]
+        self._landed_all = [n]
+
+        def arrived() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                for i in range(n):
+                    self._pull(it, i)
+
+        for i in range(n - 1, -1, -1):
+            parts = sim.parts_of[i]
+            sim.event(it, self.w.rank, i, "send_start")
+            self._sent[(it, i)] = len(parts)
+            for p in parts:
+                sim.cluster.send(self.w.node, f"ps{p.shard}", p.length * sim.elem_bytes,
+                                 lambda p=p, i=i: (self._pushed(it, i), sim.shards[p.shard].push(self.w.rank, p, it),
+                                                   arrived()),
+                                 p.priority)
+        self._done = done
+
+    def on_params(self, p, it: int) -> None:
+        i = self.sim.index_of[p.key]
+        key = (it, i)
+        left = self._landing.get(key, len(self.sim.parts_of[i])) - 1
+        if left:
+            self._landing[key] = left
+            return
+        self._landing.pop(key, None)
+        self._landed_all[0] -= 1
+        if self._landed_all[0] == 0:
+            for j in range(len(self.sim.numels)):
+                self.w.mark_fresh(j, it)
+            self._done()
+
+
 class SsdModel(PsModel):
     """``ParameterServer(client="scheduled-pull")`` (e.g. SSD-SGD): on the communication thread, per gradient, the push, then
     in the warm-up a pull into the live tensor; after it the GLU local update (the tensor's
@@ -454,8 +505,9 @@ def model_for(model: SimModel) -> Callable:
         impl = LocalModel if model.groups == "none" else RingModel
         return lambda sim, worker: impl(sim, worker, model)
     if isinstance(model, ParameterServer):
-        impl = {"push": PsModel, "push-pull": AsgdModel, "scheduled-pull": SsdModel}[model.client]
-        return lambda sim, worker: impl(sim, worker, model)
+        kinds = {"push": PsModel, "push-pull": AsgdModel, "scheduled-pull": SsdModel,
+                 "push-then-pull": PushThenPullModel}
+        return lambda sim, worker: kinds[model.client_for(sim.options)](sim, worker, model)
     if isinstance(model, SplitRoles):
         return lambda sim, worker: None
     if isinstance(model, OwnModel):

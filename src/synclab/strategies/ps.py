@@ -1,4 +1,6 @@
-"""``ps``: the MXNet-KVStore-like parameter-server baseline of P3 §4.1.
+"""``ps``: the parameter-server baseline, MXNet KVStore or push-then-pull by ``strategy.protocol`` (P3 §4.1; Stanza §5.2).
+
+``kvstore`` (the default) is MXNet KVStore, P3's baseline (P3 §4.1):
 
 Placement: tensors above 10^6 params are split evenly over all shards, smaller
 ones go to one (seeded) randomly chosen shard (:mod:`synclab.plans.sharding`).
@@ -8,7 +10,16 @@ the iteration, runs the optimizer, and *notifies* every worker; once every
 slice of a key has been notified the worker pulls all of them, and the replies
 refresh the parameters (the "notify + pull" round trip P3 removes; P3 §4.2:
 "MXNet only issues a pull request once it has received the update notification
-for all the slices of a layer"). Pushes leave in FIFO order.
+for all the slices of a layer"). Pushes leave in FIFO order. Pushes overlap backward layer by layer, and
+a worker's link carries pushes and the replies to its pulls at once (full duplex).
+
+``push-then-pull`` is the PS of Stanza's PyTorch prototype (Stanza §5.2, Table 4), which its eq. 6
+(§7.1, t_ps = 2 n_w P / (n_s B) + T_ps) models: after backward the worker pushes every gradient ("the
+``push`` method is nonblocking"), waits until they have left, then pulls every tensor ("the ``pull``
+method is called immediately after ``push``, and blocks until it receives all parameter updates"); the
+next forward starts once every tensor has landed. The shards stay silent after an update (server mode
+``pull``) and answer a pull once its iteration is applied, so the servers receive the gradients first and
+send the parameters after: the two directions of eq. 6, one after the other.
 """
 
 from __future__ import annotations
@@ -16,9 +27,10 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from synclab.core import ParamInfo
 from synclab.plans.schema import ServerPlan
@@ -39,9 +51,10 @@ def partitions_from_plan(plan: ServerPlan) -> list[Partition]:
 class _Landing:
     """Where the values of one tensor for one iteration go, and how many slices are still to come."""
 
-    into: torch.Tensor | None      # None: the live tensor, marked fresh once complete
+    into: torch.Tensor | None      # None: the live tensor, marked fresh once complete (if ``fresh``)
     remaining: int
     done: Future
+    fresh: bool = True
 
 
 class PsClient:
@@ -75,8 +88,9 @@ class PsClient:
     def partitions(self, index: int) -> list[Partition]:
         return self._by_key[self.ctx.params[index].name]
 
-    def push(self, iteration: int, index: int, grad: torch.Tensor, priority: int = 0) -> None:
-        """Send every slice of the gradient to its shard; events mark the first and the last byte handed over."""
+    def push(self, iteration: int, index: int, grad: torch.Tensor, priority: int = 0) -> list[Future]:
+        """Send every slice of the gradient to its shard; events mark the first and the last byte handed over.
+        Returns the slices' futures, done once each is handed to gRPC whole."""
         flat = grad.reshape(-1)
         self.ctx.record_event(iteration, index, "send_start")
         futures = [self.ctx.ps_links[p.shard].send(Message(MessageId(pb.GRADIENT, p.key, p.slice, iteration),
@@ -98,6 +112,7 @@ class PsClient:
 
         for f in futures:
             f.add_done_callback(one_done)
+        return futures
 
     def wait_pushed(self, timeout: float) -> None:
         """Block until every gradient pushed so far has been handed to gRPC whole.
@@ -111,13 +126,14 @@ class PsClient:
         if not_done:
             raise TimeoutError(f"{len(not_done)} gradient slice(s) were still queued after {timeout:g} s")
 
-    def pull(self, iteration: int, index: int, into: torch.Tensor | None = None) -> Future:
+    def pull(self, iteration: int, index: int, into: torch.Tensor | None = None, *, fresh: bool = True) -> Future:
         """Ask for tensor ``index`` as of ``iteration``; the future resolves once every slice has landed.
 
         ``into`` (same numel as the tensor) receives the values instead of the live
-        tensor, which is then neither touched nor marked fresh.
+        tensor, which is then neither touched nor marked fresh. ``fresh=False``: the values land in the
+        live tensor but the caller marks it fresh (a blocking pull opens every gate at once).
         """
-        landing = self._landing(iteration, index, into)
+        landing = self._landing(iteration, index, into, fresh)
         for p in self.partitions(index):
             self._expect_reply(landing, iteration, index, p)
             self.ctx.ps_links[p.shard].send(Message(MessageId(pb.PULL_REQUEST, p.key, p.slice, iteration),
@@ -136,12 +152,12 @@ class PsClient:
         for f in futures:
             f.result()
 
-    def _landing(self, iteration: int, index: int, into: torch.Tensor | None = None) -> _Landing:
+    def _landing(self, iteration: int, index: int, into: torch.Tensor | None = None, fresh: bool = True) -> _Landing:
         with self._lock:
             landing = self._landings.get((iteration, index))
             if landing is None:
                 need = len(self.partitions(index))
-                landing = self._landings[(iteration, index)] = _Landing(into, need, Future())
+                landing = self._landings[(iteration, index)] = _Landing(into, need, Future(), fresh)
             elif into is not None:
                 raise RuntimeError(f"tensor {index} of iteration {iteration} is already being received")
             return landing
@@ -198,7 +214,7 @@ class PsClient:
             if complete:
                 del self._landings[(iteration, index)]
         if complete:
-            if landing.into is None:
+            if landing.into is None and landing.fresh:
                 self.ctx.mark_fresh(index)
             landing.done.set_result(None)
 
@@ -242,14 +258,67 @@ class PsStrategy(Strategy):
         self.client.push(iteration, index, grad)
 
 
+Protocol = Literal["kvstore", "push-then-pull"]
+
+
+class PsOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    protocol: Protocol = Field("kvstore", description=(
+        "kvstore: MXNet KVStore (P3 §4.1): push each gradient as backward produces it, pull a layer once "
+        "all its slices are updated and notified, pushes and pulls overlapping; push-then-pull: Stanza's PS "
+        "(§5.2, eq. 6): push every gradient after backward, wait until they have left, then pull every "
+        "tensor, the next forward waiting for all of them"))
+
+
+def _sim_client(options: PsOptions) -> str:
+    """The simulator's client for the run's protocol (:class:`ParameterServer` ``choose_client``)."""
+    return "push-then-pull" if options.protocol == "push-then-pull" else "push"
+
+
 @register
 class ParameterServerBaseline(PsStrategy):
     name = "ps"
+    Options = PsOptions
     server_mode = "notify-pull"
-    closed_form = "eq6"  # Stanza's model of this baseline (§3.2, eq. 6-7)
+    sim_model = ParameterServer(choose_client=_sim_client)
+    closed_form = "eq6"  # Stanza's model of this baseline (§7.1, eq. 6-7)
 
     @classmethod
     def paper_label(cls, overrides, lr):
         return f"SSGD (`{cls.name}`)"  # SSD-SGD's name for synchronous PS SGD (§4)
     checkpointable = True   # the optimizer state lives on the shards (Shard.state_dict)
     pull_on_notify = True
+
+    @classmethod
+    def make_plan(cls, params, *, ps_shards, workers, seed, options: PsOptions):
+        plan = cls.kvstore_plan(params, ps_shards, seed)
+        if options.protocol == "push-then-pull":  # the shards stay silent; the workers pull (Stanza §5.2)
+            plan = plan.model_copy(update={"server_mode": "pull"})
+        return plan
+
+    def __init__(self, ctx: WorkerContext):
+        self.blocking = ctx.options.protocol == "push-then-pull"
+        self.pull_on_notify = not self.blocking
+        super().__init__(ctx)
+        self._held: list[tuple[int, torch.Tensor]] = []  # push-then-pull: this iteration's gradients
+
+    def on_gradient(self, iteration, index, grad):
+        if self.blocking:
+            self._held.append((index, grad))
+        else:
+            self.client.push(iteration, index, grad)
+
+    def on_backward_end(self, iteration):
+        """push-then-pull (Stanza §5.2): push all, wait until every slice has left, pull all, wait until every
+        tensor has landed, then open every gate. Blocks the communication thread, as Stanza's ``pull`` does."""
+        if not self.blocking:
+            return
+        held, self._held = self._held, []
+        pushed = [f for index, grad in held for f in self.client.push(iteration, index, grad)]
+        for f in pushed:
+            f.result()
+        pulls = [self.client.pull(iteration, info.index, fresh=False) for info in self.ctx.params]
+        for f in pulls:
+            f.result()
+        for info in self.ctx.params:
+            self.ctx.mark_fresh(info.index)

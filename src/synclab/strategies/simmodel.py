@@ -20,6 +20,9 @@ from typing import Any, ClassVar, Literal
 # The worker runtime's host time per tensor beside the ring (measured: synclab.sim.run.DEFAULT_TENSOR_S)
 # follows one of two code paths: one all-reduce per tensor, or gradients copied into a group's buffer.
 HostPath = Literal["per-tensor", "grouped"]
+# How a PS strategy's workers push and get values back (ParameterServer.client).
+ClientKind = Literal["push", "push-pull", "scheduled-pull", "push-then-pull"]
+CLIENT_KINDS: tuple[str, ...] = ClientKind.__args__
 
 
 @dataclass(frozen=True)
@@ -77,15 +80,27 @@ class ParameterServer(SimModel):
     ``"push-pull"`` (push, then pull the same tensor on the same stream: the reply includes the push) or
     ``"scheduled-pull"`` (push every iteration; ``schedule(options)`` decides per iteration between a
     warm-up pull and a local update with a pull every k-th iteration: an object with ``is_warmup(i)`` and
-    ``step(i).pull``, iterations counted from 0, as :class:`synclab.plans.ssdsgd.SsdSchedule`).
+    ``step(i).pull``, iterations counted from 0, as :class:`synclab.plans.ssdsgd.SsdSchedule`) or
+    ``"push-then-pull"`` (after backward push every gradient, once they have all arrived pull every tensor,
+    the gates opening when all have landed: Stanza's PS, §5.2 and eq. 6; shards in ``pull`` mode).
+    ``choose_client(options)``: where the strategy's options pick the client per run, the kind for these
+    options (it replaces ``client``; not with ``scheduled-pull``).
     """
 
-    client: Literal["push", "push-pull", "scheduled-pull"] = "push"
+    client: ClientKind = "push"
     schedule: Callable[[Any], Any] | None = None
+    choose_client: Callable[[Any], ClientKind] | None = None
 
     def __post_init__(self):
         if (self.client == "scheduled-pull") != (self.schedule is not None):
             raise ValueError("ParameterServer: a schedule goes with client='scheduled-pull', and only there")
+
+    def client_for(self, options: Any) -> ClientKind:
+        """The client kind of a run with these strategy options."""
+        kind = self.client if self.choose_client is None else self.choose_client(options)
+        if kind not in CLIENT_KINDS or (kind == "scheduled-pull") != (self.schedule is not None):
+            raise ValueError(f"ParameterServer: client {kind!r} for options {options!r} does not fit this model")
+        return kind
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
-"""Real local clusters for the parameter-server strategies: P3 and slicing alone, SSD-SGD, ASGD.
+"""Real local clusters for the parameter-server strategies: ``ps`` in both protocols, P3 and slicing alone,
+SSD-SGD, ASGD.
 
-P3 changes when bytes move, never the math (same parameters as ``local``), and
+``ps`` (``kvstore`` and ``push-then-pull``) and P3 change when bytes move, never the math (same parameters
+as ``local``), and
 its ordering shows in ``events.csv``. SSD-SGD pulls exactly every k iterations
 after its warm-up, tracks synchronous SGD closely with k=1 and beta=0, and
 trains for k = 1..5; ASGD trains.
@@ -36,31 +38,34 @@ def model_bytes(out) -> int:
     return sum(t.numel() * 4 for t in torch.load(out / "params.pt").values())
 
 
-# -- P3: same math as local ---------------------------------------------------------------------
+# -- P3 and ps in both protocols: same math as local --------------------------------------------------
 P3_STRATEGIES = ["p3", "p3-slicing"]
+PS_PROTOCOLS = ["ps-kvstore", "ps-push-then-pull"]
+# a small slice so every tensor of the MLP is cut into several slices over both shards
+EQUIV = {"local": ["strategy.name=local"],
+         **{s: [f"strategy.name={s}", "strategy.slice_params=20000"] for s in P3_STRATEGIES},
+         **{s: ["strategy.name=ps", f"strategy.protocol={s.removeprefix('ps-')}"] for s in PS_PROTOCOLS}}
 
 
 @pytest.fixture(scope="module")
 def equivalence(tmp_path_factory):
     base = tmp_path_factory.mktemp("p3-equiv")
-    # a small slice so every tensor of the MLP is cut into several slices over both shards
-    return {s: run_ok(base / s, f"strategy.name={s}", "run.check_params=true",
-                      *(["strategy.slice_params=20000"] if s != "local" else []))
-            for s in ["local", *P3_STRATEGIES]}
+    return {name: run_ok(base / name, *overrides, "run.check_params=true") for name, overrides in EQUIV.items()}
 
 
-@pytest.mark.parametrize("strategy", P3_STRATEGIES)
-def test_p3_ends_with_the_same_params_as_local(equivalence, strategy):
+@pytest.mark.parametrize("strategy", P3_STRATEGIES + PS_PROTOCOLS)
+def test_p3_and_ps_end_with_the_same_params_as_local(equivalence, strategy):
     ref = torch.load(equivalence["local"] / "params.pt")
     got = torch.load(equivalence[strategy] / "params.pt")
     assert ref.keys() == got.keys()
     for k in ref:
         assert torch.allclose(ref[k], got[k], rtol=1e-5, atol=1e-6), f"{strategy}: {k} differs"
     s = summary(equivalence[strategy])
-    assert s["strategy"] == strategy and s["ps_shards"] == 2 and s["final_loss"] != s["initial_loss"]
+    assert s["strategy"] == EQUIV[strategy][0].split("=")[1] and s["ps_shards"] == 2
+    assert s["final_loss"] != s["initial_loss"]
 
 
-@pytest.mark.parametrize("strategy", P3_STRATEGIES)
+@pytest.mark.parametrize("strategy", P3_STRATEGIES + PS_PROTOCOLS)
 def test_p3_workers_hold_identical_params_after_every_step(equivalence, strategy):
     by_it = defaultdict(set)
     for row in csv.DictReader((equivalence[strategy] / "iterations.csv").open()):
