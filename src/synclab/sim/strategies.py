@@ -182,15 +182,21 @@ class PsModel:
 
         one(0)
 
-    def _push(self, it: int, i: int) -> None:
+    def _push(self, it: int, i: int, arrived: Callable[[], None] | None = None) -> None:
+        """Every slice of tensor ``i``'s gradient to its shard; ``arrived`` after each slice is delivered."""
         sim, node = self.sim, self.w.node
         parts = sim.parts_of[i]
         sim.event(it, self.w.rank, i, "send_start")
         self._sent[(it, i)] = len(parts)
+
+        def delivered(p) -> None:
+            self._pushed(it, i)
+            sim.shards[p.shard].push(self.w.rank, p, it)
+            if arrived is not None:
+                arrived()
+
         for p in parts:
-            sim.cluster.send(node, f"ps{p.shard}", p.length * sim.elem_bytes,
-                             lambda p=p: (self._pushed(it, i), sim.shards[p.shard].push(self.w.rank, p, it)),
-                             p.priority)
+            sim.cluster.send(node, f"ps{p.shard}", p.length * sim.elem_bytes, lambda p=p: delivered(p), p.priority)
 
     def _pushed(self, it: int, i: int) -> None:
         left = self._sent[(it, i)] = self._sent[(it, i)] - 1
@@ -210,14 +216,20 @@ class PsModel:
             self.sim.cluster.send(self.w.node, f"ps{q.shard}", 0,
                                   lambda q=q: self.sim.shards[q.shard].pull(self.w.rank, q, it), q.priority)
 
-    def on_params(self, p, it: int) -> None:
+    def _slice_landed(self, p, it: int) -> int | None:
+        """Count one slice of its tensor's values for ``it`` in: the tensor's index once every slice is, else None."""
         i = self.sim.index_of[p.key]
         key = (it, i)
         left = self._landing.get(key, len(self.sim.parts_of[i])) - 1
         if left:
             self._landing[key] = left
-        else:
-            self._landing.pop(key, None)
+            return None
+        self._landing.pop(key, None)
+        return i
+
+    def on_params(self, p, it: int) -> None:
+        i = self._slice_landed(p, it)
+        if i is not None:
             self.w.mark_fresh(i, it)
 
     def on_backward_end(self, it: int) -> None:
@@ -256,7 +268,7 @@ class PushThenPullModel(PsModel):
     def _round(self, it: int, done) -> None:
         sim, n = self.sim, len(self.sim.numels)
         left = [sum(len(sim.parts_of[i]) for i in range(n))]
-        self._landed_all = [n]
+        self._landed_all, self._done = [n], done
 
         def arrived() -> None:
             left[0] -= 1
@@ -265,24 +277,11 @@ class PushThenPullModel(PsModel):
                     self._pull(it, i)
 
         for i in range(n - 1, -1, -1):
-            parts = sim.parts_of[i]
-            sim.event(it, self.w.rank, i, "send_start")
-            self._sent[(it, i)] = len(parts)
-            for p in parts:
-                sim.cluster.send(self.w.node, f"ps{p.shard}", p.length * sim.elem_bytes,
-                                 lambda p=p, i=i: (self._pushed(it, i), sim.shards[p.shard].push(self.w.rank, p, it),
-                                                   arrived()),
-                                 p.priority)
-        self._done = done
+            self._push(it, i, arrived)
 
     def on_params(self, p, it: int) -> None:
-        i = self.sim.index_of[p.key]
-        key = (it, i)
-        left = self._landing.get(key, len(self.sim.parts_of[i])) - 1
-        if left:
-            self._landing[key] = left
+        if self._slice_landed(p, it) is None:
             return
-        self._landing.pop(key, None)
         self._landed_all[0] -= 1
         if self._landed_all[0] == 0:
             for j in range(len(self.sim.numels)):
@@ -357,13 +356,9 @@ class SsdModel(PsModel):
         if (it, i) not in self._into:
             super().on_params(p, it)
             return
-        key = (it, i)
-        left = self._landing.get(key, len(self.sim.parts_of[i])) - 1
-        if left:
-            self._landing[key] = left
+        if self._slice_landed(p, it) is None:
             return
-        self._landing.pop(key, None)
-        self._into.discard(key)
+        self._into.discard((it, i))
         for go in self._pending.pop(i, []):
             go()
 
