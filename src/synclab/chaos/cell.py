@@ -117,10 +117,18 @@ class _Injector(threading.Thread):
                         ends.drop_off()
                 else:
                     self.detail["method"] = "ip link set dev eth0 down/up in the node's namespace"
-                    for _ in range(f.times):
+                    for n in range(f.times):
+                        if n and ends.gone():  # a restart replaced the cluster: its new link is not this one
+                            break
                         ends.set_up(False)
                         time.sleep(f.seconds)
-                        ends.set_up(True)
+                        try:
+                            ends.set_up(True)
+                            self.detail["restored"] = "link up again"
+                        except RuntimeError:
+                            if not ends.gone():
+                                raise
+                            self.detail["restored"] = "namespace gone (the attempt it was in had ended)"
                         time.sleep(f.seconds)
         except Exception as e:  # recorded: a fault that could not be applied is no result
             self.error = f"{type(e).__name__}: {e}"

@@ -104,7 +104,8 @@ def page_text(root: Path) -> str:
         "node; `ps`: shard 0; `fc`: the Stanza FC worker); `drop:LINK:S` drops every packet of the node's link, "
         "both ways, for S seconds: this kernel has neither netem nor the gact action, so the drop is a `pfifo` "
         "queue of length 0 as root qdisc on both ends of the node's veth pair (the packets it dropped are in the "
-        "record); `flap:LINK` takes the node's interface down and up 3 times, 1 s each; `disk-full` fills the "
+        "record); `flap:LINK` takes the node's interface down and up 3 times, 1 s each, `flap:LINK:P:N` N times, "
+        "P s down then P s up (`flap:worker:12:1`: one outage longer than the heartbeat timeout); `disk-full` fills the "
         "run directory's own tmpfs (twice the undisturbed run's size plus 32 MiB) to the last byte for 5 s. "
         "`status.json` must be on disk and agree with the launcher.", "",
         "Regenerate the records (about a minute per cell, on a quiet host, as root): "

@@ -9,7 +9,9 @@
   offered to it is dropped (``tc -s`` counts them; the record keeps the count). Needs ``netns`` isolation
   and an unshaped link (the root qdisc it replaces must be the default one, so nothing is lost on restore).
 * ``flap:LINK[:PERIOD[:TIMES]]`` — the node's interface goes down and up (``ip link set``), TIMES times
-  (default 3), PERIOD seconds down then PERIOD up (default 1.0).
+  (default 3), PERIOD seconds down then PERIOD up (default 1.0). A period longer than the heartbeat timeout
+  outlasts the job's attempt: the restart replaces the namespaces, and a bring-up that finds the node's
+  namespace gone is recorded as such (``restored: namespace gone``), not as a failure to apply the fault.
 * ``disk-full[:SECONDS]`` — the run directory sits on its own small tmpfs; the fault fills it to the last
   byte for SECONDS (default 5), then frees it.
 """
@@ -27,6 +29,7 @@ from pathlib import Path
 KINDS = ("kill", "drop", "flap", "disk-full")
 ROLES = ("coordinator", "ps", "worker", "fc")
 FILLER = ".chaos-filler"
+FLAP_PERIOD_S, FLAP_TIMES = 1.0, 3  # flap:LINK without PERIOD and TIMES
 
 
 class FaultError(ValueError):
@@ -48,7 +51,8 @@ class Fault:
         if self.kind == "drop":
             return f"drop:{self.target}:{self.seconds:g}"
         if self.kind == "flap":
-            return f"flap:{self.target}"
+            default = (self.seconds, self.times) == (FLAP_PERIOD_S, FLAP_TIMES)
+            return f"flap:{self.target}" if default else f"flap:{self.target}:{self.seconds:g}:{self.times}"
         return "disk-full"
 
     @property
@@ -69,8 +73,8 @@ def parse_fault(text: str) -> Fault:
                 raise FaultError(f"--fault {text!r}: SECONDS must be in (0, 600]")
             return Fault("drop", parts[1], seconds)
         if kind == "flap" and 2 <= len(parts) <= 4 and parts[1]:
-            period = float(parts[2]) if len(parts) > 2 else 1.0
-            times = int(parts[3]) if len(parts) > 3 else 3
+            period = float(parts[2]) if len(parts) > 2 else FLAP_PERIOD_S
+            times = int(parts[3]) if len(parts) > 3 else FLAP_TIMES
             if not (0 < period <= 60 and 1 <= times <= 100):
                 raise FaultError(f"--fault {text!r}: PERIOD must be in (0, 60] and TIMES in [1, 100]")
             return Fault("flap", parts[1], period, times)
@@ -166,6 +170,12 @@ class LinkEnds:
 
     def set_up(self, up: bool) -> None:
         _run(["ip", "link", "set", "dev", self.dev, "up" if up else "down"], self.netns)
+
+    def gone(self) -> bool:
+        """Whether the node's namespace no longer exists (the job's attempt ended and took it down)."""
+        from synclab.netem.netns import list_netns
+
+        return self.netns not in list_netns()
 
 
 def fill_disk(directory: Path) -> int:

@@ -4,7 +4,8 @@ The matrix (the packaged ``synclab/chaos/matrix.yaml`` unless a file is given) n
 settings, the families (each a list of ``--set`` overrides, the strategy among them: which strategy stands
 for a family is data, not code) and the faults. Each family's undisturbed run is made once and compared
 against by all of its cells. A cell whose role the family lacks (``kill:ps`` on a ring job) is ``n/a``
-without a run when the spec shows it has no such node (no PS shards); ``kill:fc`` learns it from the job.
+without a run when the spec shows it has no such node (a fault on ``ps`` and no PS shards); ``kill:fc``
+learns it from the job.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _cell(m: Matrix, family: str, settings: list[str], fault: Fault, out: Path, 
           heartbeat_timeout_s: float) -> dict:
     from synclab.chaos.cell import chaos_overrides, default_isolation, run_cell, run_job
 
-    if fault.kind == "kill" and fault.target == "ps" and not _has_ps(m.spec, settings):
+    if fault.target == "ps" and not _has_ps(m.spec, settings):
         return {"fault": fault.label, "outcome": "n/a", "reason": "the job has no PS shard"}
     baseline = out / family / "baseline"
     done = baseline / "chaos-run.json"

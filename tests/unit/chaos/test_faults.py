@@ -29,7 +29,7 @@ def test_bad_faults_are_refused_with_the_forms(text):
 
 
 def test_labels_round_trip():
-    for text in ("kill:fc", "drop:ps:2", "flap:worker", "disk-full"):
+    for text in ("kill:fc", "drop:ps:2", "flap:worker", "flap:worker:12:1", "disk-full"):
         assert parse_fault(text).label == text
 
 
@@ -87,3 +87,8 @@ def test_leftovers_and_hangs_are_violations(tmp_path):
 def test_disk_full_is_named_by_the_errno():
     assert names_the_fault(_record(fault="disk-full", node="disk", reason="OSError: [Errno 28] No space left"))
     assert not names_the_fault(_record(fault="disk-full", node="disk", reason="worker0 exited with code 1"))
+
+
+def test_a_flap_with_its_own_period_or_times_has_its_own_label():
+    assert parse_fault("flap:worker:1:3").label == "flap:worker"  # the defaults written out
+    assert parse_fault("flap:worker:12:1").label != parse_fault("flap:worker:12:2").label != "flap:worker"

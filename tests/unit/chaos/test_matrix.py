@@ -14,6 +14,8 @@ def test_the_packaged_matrix_has_every_family_and_fault_kind():
     assert set(m.families) == {"ring", "PS", "Stanza", "SSD-SGD"}
     assert {f.kind for f in m.faults} == {"kill", "drop", "flap", "disk-full"}
     assert {f.target for f in m.faults if f.kind == "kill"} == {"coordinator", "ps", "worker", "fc"}
+    assert {f.target for f in m.faults if f.kind == "drop"} == {"coordinator", "ps", "worker"}
+    assert len({f.label for f in m.faults}) == len(m.faults)  # one record name per fault
     for settings in m.families.values():  # the strategy of a family is data, in its settings
         assert sum(s.startswith("strategy.name=") for s in settings) == 1
 
@@ -69,3 +71,13 @@ def test_records_and_page(tmp_path):
 def test_a_violation_stands_out(tmp_path):
     write_records([_rec("PS", "kill:ps", "VIOLATION: hung")], tmp_path)
     assert "**VIOLATION: hung**" in page_text(tmp_path)
+
+
+@pytest.mark.parametrize("fault", ["kill:ps", "drop:ps:3", "flap:ps"])
+def test_a_fault_on_a_shard_is_na_without_a_run_for_a_family_with_none(tmp_path, fault):
+    from synclab.chaos.faults import parse_fault
+    from synclab.chaos.matrix import _cell
+
+    m = load_matrix()
+    record = _cell(m, "ring", [*m.settings, *m.families["ring"]], parse_fault(fault), tmp_path, [], 10.0)
+    assert record["outcome"] == "n/a" and not any(tmp_path.iterdir())
