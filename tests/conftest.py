@@ -37,6 +37,9 @@ ALLOWED_CI_SKIPS: list[CiSkip] = [
            "(tested by the netns shaping tests)"),
 ]
 
+# (node id glob, why CI may carry this known failure); none today.
+ALLOWED_CI_XFAILS: list[tuple[str, str]] = []
+
 _taken: list[tuple[str, str]] = []  # allowed skips this run took
 _collection_skips: list[str] = []  # modules skipped at collection that CI may not skip
 
@@ -59,8 +62,13 @@ def allowed_in_ci(nodeid: str, reason: str) -> CiSkip | None:
 
 def _unexpected(report: pytest.TestReport | pytest.CollectReport) -> str | None:
     """Why ``report`` is a skip CI may not take, or None."""
-    if not (report.skipped and in_ci()) or hasattr(report, "wasxfail"):
+    if not (report.skipped and in_ci()):
         return None
+    if hasattr(report, "wasxfail"):
+        if any(fnmatch.fnmatchcase(report.nodeid, where) for where, _ in ALLOWED_CI_XFAILS):
+            return None
+        return (f"{report.nodeid} is an expected failure under CI=true ({report.wasxfail!r}). CI does not carry a "
+                f"known failure quietly: fix it, or list it in ALLOWED_CI_XFAILS in tests/conftest.py with why.")
     reason = skip_reason(report)
     if allowed_in_ci(report.nodeid, reason):
         _taken.append((report.nodeid, reason))
@@ -76,6 +84,8 @@ def pytest_runtest_makereport(item, call):
     why = _unexpected(report)
     if why:
         report.outcome, report.longrepr = "failed", why
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
     return report
 
 

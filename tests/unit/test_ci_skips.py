@@ -1,5 +1,5 @@
 """The CI skip rule of tests/conftest.py, run in an inner pytest (in process): under CI=true a skip fails unless
-ALLOWED_CI_SKIPS lists it; outside CI a skip stays a skip."""
+ALLOWED_CI_SKIPS lists it, and an expected failure fails; outside CI a skip stays a skip and an xfail an xfail."""
 
 from pathlib import Path
 
@@ -69,11 +69,12 @@ def test_a_module_skipped_at_collection_fails_the_run_only_in_ci(suite, monkeypa
 def test_in_ci_only_the_listed_skip_is_taken_and_the_others_fail(suite, monkeypatch):
     monkeypatch.setenv("CI", "true")
     result = suite.runpytest_inprocess("-p", "no:cacheprovider", "-rfE")
-    result.assert_outcomes(passed=1, skipped=2, failed=1, errors=1, xfailed=1)
+    result.assert_outcomes(passed=1, skipped=2, failed=2, errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     text = result.stdout.str()
     assert "test_skips_quietly skipped under CI=true: 'a dependency is missing'" in text
     assert "test_skips_in_a_fixture skipped under CI=true: 'no engine here'" in text
+    assert "test_expected_to_fail is an expected failure under CI=true ('known')" in text
     assert "modules skipped under CI=true that CI may not skip" in text
     assert "tests/unit/test_module_skip.py skipped under CI=true" in text and "no_such_module_anywhere" in text
     assert "skips CI is allowed to take" in text
