@@ -1,8 +1,9 @@
 """One cell of the fault matrix: an undisturbed run, the same job with one fault injected, and the verdict.
 
-Both runs are local clusters launched in this process (:class:`synclab.roles.launcher.LocalCluster`,
-supervised by :func:`~synclab.roles.launcher.supervise` with the job's own restart policy), so the
-injector sees the live nodes: their processes, namespaces and veths. The fault goes in from a thread once
+Both runs are local clusters launched in this process (:class:`synclab.roles.launcher.LocalCluster`, or
+:class:`synclab.roles.docker_cluster.DockerCluster` under ``network.isolation: docker``, supervised by
+:func:`~synclab.roles.launcher.supervise` with the job's own restart policy), so the injector sees the live
+nodes: their processes or containers, namespaces and veths. The fault goes in from a thread once
 the coordinator reports half the iterations done (and, for a checkpointable strategy, a checkpoint taken).
 
 The verdict (``outcome``):
@@ -49,6 +50,8 @@ def chaos_overrides(spec_path: str | Path, overrides: list[str], *, heartbeat_ti
     from synclab.strategies import registry
 
     spec = load_spec(find_spec(spec_path), overrides)
+    if spec.network.isolation == "docker":  # asked for: every node a container, whatever the fault
+        isolation = "docker"
     out = [*overrides, *DEFAULT_SETTINGS, f"run.heartbeat_timeout_s={heartbeat_timeout_s:g}",
            f"network.isolation={isolation}"]
     if registry.get(spec.strategy.name).checkpointable and not spec.run.checkpoint_every:
@@ -98,12 +101,16 @@ class _Injector(threading.Thread):
                 faults.free_disk(c.run_dir)
             elif f.kind == "kill":
                 child = next(ch for ch in c.children if ch.name == self.node)
-                faults.kill(child.proc.pid)
+                child.proc.kill()  # SIGKILL of the process, or of the container's under docker isolation
                 self.detail["pid"] = child.proc.pid
             else:
                 machine = c.spec.machine_of(self.node)
-                topo = c.netns.topology
-                ends = faults.LinkEnds(topo.netns(machine), "eth0", topo.host_veth(machine))
+                if c.isolation == "docker":
+                    child = next(ch for ch in c.children if ch.name == machine)
+                    ends = faults.container_link(child.proc.container)
+                else:
+                    topo = c.netns.topology
+                    ends = faults.LinkEnds(topo.netns(machine), "eth0", topo.host_veth(machine))
                 if f.kind == "drop":
                     self.detail["method"] = "pfifo limit 0 as root qdisc on both ends of the veth pair"
                     ends.drop_on()
@@ -148,7 +155,12 @@ def run_job(spec_path: str | Path, overrides: list[str], run_dir: Path, *, fault
     spec = job.spec
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
-    cluster = LocalCluster(spec, run_dir, isolation=job.network.isolation)
+    if job.network.isolation == "docker":
+        from synclab.roles.docker_cluster import DockerCluster
+
+        cluster = DockerCluster(spec, run_dir)
+    else:
+        cluster = LocalCluster(spec, run_dir, isolation=job.network.isolation)
     pids: set[int] = set()
     prefixes: set[str] = set()
     inject_at = max(1, spec.run.iterations // 2)
@@ -212,6 +224,11 @@ def run_job(spec_path: str | Path, overrides: list[str], run_dir: Path, *, fault
         if record["restarts"]:
             record["restart_after_fault_s"] = round(record["restarts"][0]["at"] - injector.started_at, 2)
     record["left_behind"] = {"processes": _alive(pids), "netns": _netns_left(prefixes)}
+    if job.network.isolation == "docker":  # every attempt's containers and network carry the job's label
+        from synclab.roles.docker_cluster import leftovers
+
+        found = leftovers(cluster.client, cluster.job, force=True) if cluster.client is not None else {}
+        record["left_behind"].update({k: [x.name for x in v] for k, v in found.items()})
     return record
 
 
@@ -271,7 +288,7 @@ def _status_on_disk(run_dir: Path) -> str:
 def verdict(record: dict, faulted: Path, baseline: Path) -> str:
     """The cell's outcome (see the module's docstring), from the faulted run's record and both run dirs."""
     left = record["left_behind"]
-    if left["processes"] or left["netns"]:
+    if any(left.values()):
         return f"VIOLATION: left behind {left}"
     if record["hung"]:
         return "VIOLATION: hung (stopped by the watchdog)"

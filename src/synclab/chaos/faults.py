@@ -8,6 +8,8 @@
   is a ``pfifo`` queue of length 0 as the root qdisc of both ends of the node's veth pair: every packet
   offered to it is dropped (``tc -s`` counts them; the record keeps the count). Needs ``netns`` isolation
   and an unshaped link (the root qdisc it replaces must be the default one, so nothing is lost on restore).
+  Under ``network.isolation: docker`` the node's end is the container's ``eth0`` (entered with ``nsenter``)
+  and the host's end the veth it is paired with.
 * ``flap:LINK[:PERIOD[:TIMES]]`` — the node's interface goes down and up (``ip link set``), TIMES times
   (default 3), PERIOD seconds down then PERIOD up (default 1.0). A period longer than the heartbeat timeout
   outlasts the job's attempt: the restart replaces the namespaces, and a bring-up that finds the node's
@@ -130,14 +132,21 @@ def kill(pid: int) -> None:
 
 @dataclass
 class LinkEnds:
-    """The two ends of a node's link: ``dev`` in namespace ``netns``, and its host-side peer ``host_dev``."""
+    """The two ends of a node's link: ``dev`` in namespace ``netns`` (or, with ``pid``, in the network
+    namespace of that process: a container's), and its host-side peer ``host_dev``."""
 
     netns: str
     dev: str
     host_dev: str
+    pid: int = 0
+
+    def _node(self, cmd: list[str], check: bool = True) -> subprocess.CompletedProcess:
+        if self.pid:
+            return _run(["nsenter", "-t", str(self.pid), "-n", *cmd], check=check)
+        return _run(cmd, self.netns, check=check)
 
     def _root(self, side: str) -> str:
-        r = _run(["tc", "qdisc", "show", "dev", self.dev], self.netns) if side == "node" else \
+        r = self._node(["tc", "qdisc", "show", "dev", self.dev]) if side == "node" else \
             _run(["tc", "qdisc", "show", "dev", self.host_dev])
         return next((ln for ln in r.stdout.splitlines() if " root " in f" {ln} "), "")
 
@@ -150,13 +159,13 @@ class LinkEnds:
 
     def drop_on(self) -> None:
         self.check_unshaped()
-        _run(["tc", "qdisc", "replace", "dev", self.dev, "root", "pfifo", "limit", "0"], self.netns)
+        self._node(["tc", "qdisc", "replace", "dev", self.dev, "root", "pfifo", "limit", "0"])
         _run(["tc", "qdisc", "replace", "dev", self.host_dev, "root", "pfifo", "limit", "0"])
 
     def dropped(self) -> int:
         """Packets the drop queues dropped so far (both ends)."""
         total = 0
-        for r in (_run(["tc", "-s", "qdisc", "show", "dev", self.dev], self.netns, check=False),
+        for r in (self._node(["tc", "-s", "qdisc", "show", "dev", self.dev], check=False),
                   _run(["tc", "-s", "qdisc", "show", "dev", self.host_dev], check=False)):
             for ln in r.stdout.splitlines():
                 if "dropped" in ln:
@@ -165,17 +174,35 @@ class LinkEnds:
         return total
 
     def drop_off(self) -> None:
-        _run(["tc", "qdisc", "del", "dev", self.dev, "root"], self.netns, check=False)
+        self._node(["tc", "qdisc", "del", "dev", self.dev, "root"], check=False)
         _run(["tc", "qdisc", "del", "dev", self.host_dev, "root"], check=False)
 
     def set_up(self, up: bool) -> None:
-        _run(["ip", "link", "set", "dev", self.dev, "up" if up else "down"], self.netns)
+        self._node(["ip", "link", "set", "dev", self.dev, "up" if up else "down"])
 
     def gone(self) -> bool:
         """Whether the node's namespace no longer exists (the job's attempt ended and took it down)."""
+        if self.pid:
+            return not Path(f"/proc/{self.pid}/ns/net").exists()
         from synclab.netem.netns import list_netns
 
         return self.netns not in list_netns()
+
+
+def container_link(container) -> LinkEnds:
+    """The ends of a running container's ``eth0``: the container's network namespace (through its main
+    process) and the host veth paired with it (``eth0@ifN``: the host interface of index N)."""
+    container.reload()
+    pid = int(container.attrs["State"]["Pid"])
+    if not pid:
+        raise FaultError(f"container {container.name} is not running")
+    line = _run(["nsenter", "-t", str(pid), "-n", "ip", "-o", "link", "show", "dev", "eth0"]).stdout
+    peer = line.split(":", 2)[1].strip().partition("@if")[2]
+    for ln in _run(["ip", "-o", "link", "show"]).stdout.splitlines():
+        index, name = ln.split(":", 2)[:2]
+        if index.strip() == peer:
+            return LinkEnds(container.name, "eth0", name.strip().partition("@")[0], pid=pid)
+    raise FaultError(f"no host interface is paired with {container.name}'s eth0 ({line.strip()})")
 
 
 def fill_disk(directory: Path) -> int:
