@@ -269,9 +269,14 @@ class ComputeSpec(_Section):
     threads: int = Field(1, ge=1, le=256, description="torch intra-op threads per worker process")
     profile: str | dict[str, Any] | None = None
     scale: float = Field(1.0, gt=0, le=1e4)
+    ps_update: Literal["host", "profile"] = Field("host", description=(
+        "a PS shard's update time: host: its arithmetic on this host (emulated time / run.dilation); "
+        "profile: the profile's update_seconds per parameter x compute.scale, in emulated time (replay)"))
 
     @model_validator(mode="after")
     def _replay_only(self):
+        if self.ps_update == "profile" and self.mode != "replay":
+            raise ValueError("compute.ps_update: profile needs compute.mode: replay")
         if self.mode != "replay":
             if self.profile is not None:
                 raise ValueError("compute.profile is read only with compute.mode: replay")

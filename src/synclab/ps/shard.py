@@ -151,7 +151,8 @@ class Shard:
 
     def __init__(self, index: int, partitions: list[Partition], workers: list[str], *, lr: float, momentum: float,
                  weight_decay: float, send: SendFn, mode: str = "notify-pull", max_ahead: int = 1,
-                 on_aggregated: Callable[[float], None] | None = None):
+                 on_aggregated: Callable[[float], None] | None = None,
+                 update_hold_s: Callable[[Partition], float] | None = None):
         if mode not in SERVER_MODES:
             raise ValueError(f"unknown PS server mode {mode!r}; choose one of {tuple(SERVER_MODES)}")
         if max_ahead < 1:
@@ -162,6 +163,11 @@ class Shard:
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self._send = send
         self._on_aggregated = on_aggregated
+        # Host seconds an update of a partition takes at least (a stated cost already multiplied by the
+        # dilation, so it lasts the same emulated time at any D): held after the arithmetic, before anyone
+        # hears of the update, one update at a time (the shard's one server). None: the arithmetic alone.
+        self._hold = update_hold_s
+        self._server = threading.Lock()
         self._entries = {(p.key, p.slice): _Entry(p) for p in partitions if p.shard == index}
         self._uninitialized = len(self._entries)
         self._init_lock = threading.Lock()
@@ -332,6 +338,10 @@ class Shard:
             e.touched = True
             if not applied:
                 return
+            if self._hold is not None:  # under the entry's lock: a pull of this partition waits for it too
+                rest = len(applied) * self._hold(e.part) - (time.perf_counter() - t0)  # less the arithmetic
+                with self._server:
+                    time.sleep(max(0.0, rest))
             fresh = self._snapshot(e) if self.rules.announce == pb.PARAMS else None
             answers = self._answerable_pulls(e)
         if self._on_aggregated is not None:

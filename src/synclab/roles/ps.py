@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 import grpc
 
 from synclab.metrics.gcpause import GcPauses
 from synclab.plans.schema import PlanError, ServerPlan, read_plan
+from synclab.plans.sharding import Partition
 from synclab.ps.serve_queue import make_serve_queue
 from synclab.ps.shard import PushRejected, Shard
 from synclab.roles import checkpoint
@@ -28,6 +30,21 @@ from synclab.wire.channels import caller_node
 from synclab.wire.frames import MessageLimits, NotReady, refusal_status
 
 log = logging.getLogger(__name__)
+
+
+def update_hold(spec) -> Callable[[Partition], float] | None:
+    """``compute.ps_update: profile``: the host seconds an update of a partition holds, its values' share of
+    the profile's ``update_seconds`` x ``compute.scale`` x ``run.dilation`` (the worker-side optimizer step
+    measured on the profiled device, scaled like compute, so the emulated time is the same at any D; the
+    simulator's shard charges the same share, ``SimShard._update_s``). A per-request cost has no stated
+    source and is not added. ``host``: None (the shard's arithmetic alone, divided by the dilation)."""
+    if spec.compute.ps_update != "profile":
+        return None
+    profile = spec.compute.model_profile()
+    if profile is None or profile.update_seconds is None:
+        raise ValueError("compute.ps_update: profile needs a model profile that measured update_seconds")
+    per_value = profile.update_seconds / profile.params * spec.compute.scale * spec.run.dilation
+    return lambda p: per_value * p.length
 
 
 def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", advertise: str = "127.0.0.1",
@@ -89,7 +106,7 @@ def run_ps(shard: int, coordinator: str, token: str, *, host: str = "0.0.0.0", a
                                         momentum=spec.optimizer.momentum, weight_decay=spec.optimizer.weight_decay,
                                         mode=plan.server_mode, max_ahead=plan.max_ahead,
                                         send=lambda w, m: transport.reverse_link(w, spec.run.connect_timeout_s).send(m),
-                                        on_aggregated=j.metrics.observe_aggregation)
+                                        on_aggregated=j.metrics.observe_aggregation, update_hold_s=update_hold(spec))
         sinks.shard = shard
 
         if spec.run.resume_from:  # a restart: values, momentum and versions as of the checkpoint

@@ -368,7 +368,8 @@ class ShardCpu:
     and unscaled (:class:`synclab.ps.shard.Shard`): ``push_s`` summing a push into its round (``add_``),
     ``update_s`` the momentum-SGD step (``sgd_momentum_``), ``reply_s`` copying the values that answer
     pulls (``clone``). Off by default: the simulator models the PS as the papers' machines, whose update
-    time is the profile's ``update_seconds``; on, it models the emulator's host (``synclab simulate
+    time is the profile's ``update_seconds`` (the emulator's shards hold the same with ``compute.ps_update:
+    profile``); on, it models the emulator's host (``synclab simulate
     --shard-cpu PUSH,UPDATE,REPLY`` in ns per value, measured with ``synclab calibrate shard-cpu``).
 
     The emulator's shard sums a push chunk by chunk on the thread that receives it, while the next chunk is
