@@ -12,8 +12,10 @@ arXiv:1802.05799, 2018, §4 "Tensor Fusion"; the Horovod documentation's "Tensor
   size is ready everywhere.
 - The agreed tensors are taken in backward order and packed into a fusion buffer up to
   ``fusion_threshold_mb`` (64 MiB by default); each full buffer is one all-reduce (a tensor larger than
-  the threshold goes alone). The reduced values are copied out, averaged, and each tensor is updated and
-  its gate opened.
+  the threshold goes alone). The reduced values are averaged, and each tensor is updated and its gate
+  opened. Here the gradients are kept as views of one buffer in backward order, so a fused group (tensors
+  consecutive in backward order) is a slice of it, all-reduced in place; Horovod's copy into and out of its
+  fusion buffer is left out (a group that is not consecutive is still copied).
 - Tensors that became ready during the cycle's work wait for the next cycle.
 
 Every worker runs the same cycles (the ready flags are agreed), so the fused groups, and so the math,
@@ -125,7 +127,15 @@ class Horovod(Wfbp):
         self.options: HorovodOptions = ctx.options
         self._numels = [p.numel for p in ctx.params]
         first = ctx.tensors[0]
-        self._grads = [torch.empty(n, dtype=first.dtype, device=first.device) for n in self._numels]
+        # the gradients as views of one buffer in backward order (the last tensor first): a fused group, a run of
+        # tensors consecutive in backward order, is then one slice of it, all-reduced in place with no copy
+        self._flat = torch.empty(sum(self._numels), dtype=first.dtype, device=first.device)
+        self._offset = [0] * len(self._numels)
+        at = 0
+        for t in range(len(self._numels) - 1, -1, -1):
+            self._offset[t] = at
+            at += self._numels[t]
+        self._grads = [self._flat[self._offset[t]:self._offset[t] + n] for t, n in enumerate(self._numels)]
         self._lock = threading.Lock()
         self._pending: list[int] = []
         self._thread: threading.Thread | None = None
@@ -179,7 +189,7 @@ class Horovod(Wfbp):
         c = self.ctx
         for t in group:
             c.record_event(iteration, t, "send_start")
-        fused = self.allreduce_mean_(torch.cat([self._grads[t] for t in group]), key, iteration)
+        fused = self.allreduce_mean_(self._fusion_buffer(group), key, iteration)
         for t in group:
             c.record_event(iteration, t, "send_end")
         offset = 0
@@ -188,3 +198,12 @@ class Horovod(Wfbp):
             self._bufs[t] = c.sgd_(t, fused[offset:offset + n], self._bufs.get(t))
             c.mark_fresh(t)
             offset += n
+
+    def _fusion_buffer(self, group: tuple[int, ...]) -> torch.Tensor:
+        """The group's gradients, in the group's order, as one flat tensor: the slice of the backward-ordered
+        buffer that holds them where the group's indices are consecutive (backward order makes them so), with no
+        copy; else a copy of them (what Horovod's fusion buffer is)."""
+        if all(b == a - 1 for a, b in zip(group, group[1:])):
+            start = self._offset[group[0]]
+            return self._flat[start:start + sum(self._numels[t] for t in group)]
+        return torch.cat([self._grads[t] for t in group])
