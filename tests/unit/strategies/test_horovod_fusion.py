@@ -45,3 +45,33 @@ def test_a_tiny_threshold_sends_every_tensor_alone():
     times = [t for t, _ in ev["send_start"]]
     assert len(times) == len(ev["grad_ready"]) and len(set(times)) == len(times)
     assert [i for _, i in ev["send_start"]] == sorted((i for _, i in ev["grad_ready"]), reverse=True)
+
+
+def _worker(numels):
+    import torch
+
+    from synclab.core import ParamInfo
+    from synclab.strategies.base import WorkerContext
+    from synclab.strategies.horovod import Horovod
+    from synclab.transport.inbox import Inbox
+
+    params = [ParamInfo(i, f"t{i}", (n,), n, i) for i, n in enumerate(numels)]
+    ctx = WorkerContext(rank=0, world=1, node="worker0", params=params, tensors=[torch.zeros(n) for n in numels],
+                        lr=0.1, momentum=0.0, weight_decay=0.0, seed=0, mark_fresh=lambda i: None, inbox=Inbox(),
+                        options=HorovodOptions())
+    return Horovod(ctx)
+
+
+def test_a_group_consecutive_in_backward_order_is_fused_in_place():
+    import torch
+
+    h = _worker([2, 3, 4])
+    for t in range(3):
+        h._grads[t].copy_(torch.full((h._numels[t],), float(t)))
+    fused = h._fusion_buffer((2, 1))            # backward order: tensor 2, then tensor 1
+    assert fused.data_ptr() == h._grads[2].data_ptr() and fused.tolist() == [2.0] * 4 + [1.0] * 3
+    fused.mul_(10)                               # in place: the tensors' own gradients change
+    assert h._grads[1].tolist() == [10.0] * 3
+    copied = h._fusion_buffer((2, 0))            # not consecutive: a copy, in the group's order
+    assert copied.tolist() == [20.0] * 4 + [0.0] * 2
+    assert copied.data_ptr() not in {g.data_ptr() for g in h._grads}
