@@ -23,23 +23,21 @@ bytedance/byteps, for what the paper leaves open):
   ``synclab tune`` searches them on the simulator.
 
 Architecture. ByteScheduler runs over a parameter server and over all-reduce; this strategy implements the
-**all-reduce** side (``architecture: allreduce``, the only value accepted). In the reference, ByteScheduler
-posts each started task to Horovod, whose one background thread runs the collectives in the order posted;
-here each started partition goes to one communication thread that runs the started partitions one ring
-all-reduce (MG-WFBP Table 2 "Ring") at a time, in the order they were started. So the credit is what it
-bounds there too: the bytes already committed ahead of a partition that becomes ready now. Horovod's own
-fusion of the posted tasks is not reproduced (``horovod`` is that strategy). An all-reduce needs every rank
-to run the same partitions in the same order; as the reference does over Horovod ("let rank 0 decide the
-communication order"), rank 0 alone schedules, and each decision goes round the ring as a small go message
-(most urgent, priority -1, ``send_policy = "priority"``) that every other rank forwards and follows,
-starting the partition once its own gradient is ready. The PS side (push and pull per partition under the
-credit) is not implemented; ``p3`` is the priority-scheduled PS here.
+**all-reduce** side (``architecture: allreduce``, the only value accepted): each partition is one ring
+all-reduce (MG-WFBP Table 2 "Ring"), its messages carrying the tensor's priority, so on a worker's link a
+more urgent partition's chunks overtake a less urgent one's at the next chunk boundary
+(``send_policy = "priority"``). An all-reduce needs every rank to run the same partitions; as the
+reference does for Horovod ("let rank 0 decide the communication order"), rank 0 alone schedules, and
+each decision goes round the ring as a small go message (most urgent, priority -1) that every other rank
+forwards and follows, starting the partition once its own gradient is ready. The PS side (push and pull
+per partition under the credit) is not implemented; ``p3`` is the priority-scheduled PS here.
 
 Every partition is summed and divided by the world size, then each tensor, once all its partitions are
 in, gets the worker's SGD step and its gate opens: synchronous SGD, equal to ``local``'s parameters.
 
-The simulator's model (:class:`ByteSchedulerModel`) runs rank 0's scheduler and its one communication
-thread on the simulated clock; the other ranks mirror rank 0 (the go messages' few bytes are not modelled).
+The simulator's model (:class:`ByteSchedulerModel`) runs rank 0's scheduler on the simulated clock with
+concurrent ring all-reduces that carry the same priorities; the other ranks mirror rank 0 (the go
+messages' few bytes are not modelled).
 """
 
 from __future__ import annotations
@@ -48,7 +46,6 @@ import heapq
 import itertools
 import math
 import threading
-from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
@@ -161,8 +158,8 @@ class ByteSchedulerPlan(Plan):
 
 
 class ByteSchedulerModel:
-    """The simulator's model: rank 0's scheduler on the simulated clock; the started partitions run one ring
-    all-reduce at a time in the order started, each tensor's update after its last partition."""
+    """The simulator's model: rank 0's scheduler on the simulated clock, each started partition one ring
+    all-reduce carrying its tensor's priority (concurrent rings share the links as the real messages do)."""
 
     def __init__(self, api):
         self.api = api
@@ -172,8 +169,6 @@ class ByteSchedulerModel:
             self.of_tensor.setdefault(p.tensor, []).append(k)
         self.sched = CreditScheduler(api.options.credit_bytes)
         self.left: dict[int, int] = {}
-        self.started: deque[int] = deque()  # the communication thread's queue
-        self.busy = False
 
     def on_gradient(self, iteration, index):
         self.api.submit(lambda done: (self._ready(iteration, index), done()))
@@ -189,39 +184,28 @@ class ByteSchedulerModel:
         self._dispatch(it)
 
     def _dispatch(self, it: int) -> None:
-        self.started.extend(self.sched.start_all())
-        if not self.busy:
-            self._next(it)
-
-    def _next(self, it: int) -> None:
-        if not self.started:
-            self.busy = False
-            return
-        self.busy = True
-        k = self.started.popleft()
-        p = self.parts[k]
-        if p.offset == 0:
-            self.api.event(it, p.tensor, "send_start")
-        self.api.allreduce(p.length, lambda: self._reduced(it, k), priority=p.priority)
+        for k in self.sched.start_all():
+            p = self.parts[k]
+            if p.offset == 0:
+                self.api.event(it, p.tensor, "send_start")
+            self.api.allreduce(p.length, lambda k=k: self._reduced(it, k), priority=p.priority)
 
     def _reduced(self, it: int, k: int) -> None:
         p = self.parts[k]
         self.sched.finished(p.length * FLOAT32_BYTES)
         self.left[p.tensor] -= 1
-        self.started.extend(self.sched.start_all())
         if self.left[p.tensor] == 0:
             self.api.event(it, p.tensor, "send_end")
-            self.api.update(it, [p.tensor], lambda: self._next(it))
-        else:
-            self._next(it)
+            self.api.update(it, [p.tensor], lambda: None)
+        self._dispatch(it)
 
 
 @register
 class ByteScheduler(Wfbp):
     """``bytescheduler``: ByteScheduler's partitions under a credit window, most urgent first (ByteScheduler, Peng et al., SOSP 2019).
 
-    Gradients cut into ``partition_bytes`` partitions, started most urgent (front layer) first while fewer than
-    ``credit_bytes`` are in flight and ring all-reduced in that order; rank 0 decides it, the others follow."""
+    Gradients cut into ``partition_bytes`` partitions, ring all-reduced in forward-layer priority order while
+    fewer than ``credit_bytes`` are in flight; rank 0 decides the order and the other ranks follow it."""
 
     name = "bytescheduler"
     Options = ByteSchedulerOptions
@@ -244,6 +228,7 @@ class ByteScheduler(Wfbp):
         first = ctx.tensors[0]
         self._grads = [torch.empty(p.numel, dtype=first.dtype, device=first.device) for p in ctx.params]
         self._lock = threading.Condition()
+        self._update_lock = threading.Lock()
         self._sched = CreditScheduler(ctx.plan.credit_bytes)
         self._seq = 0                      # rank 0: go messages sent this iteration
         self._ready: set[int] = set()      # tensors whose gradient of the current iteration is in
@@ -252,9 +237,9 @@ class ByteScheduler(Wfbp):
         self._error: BaseException | None = None
         self._follower: threading.Thread | None = None
         self._iteration = 0
-        # the communication thread: started partitions, one ring at a time, in the order started (rank 0's order
-        # on every rank)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bytescheduler")
+        # tasks run in the order they were started, on every rank the same (rank 0's order): a FIFO pool never
+        # holds a later partition while an earlier one, which every rank runs, waits for a thread
+        self._pool = ThreadPoolExecutor(max_workers=min(64, len(self._parts)), thread_name_prefix="bytescheduler")
 
     def on_gradient(self, iteration, index, grad):
         c = self.ctx
@@ -335,18 +320,21 @@ class ByteScheduler(Wfbp):
                             priority=p.priority)
             flat.div_(c.world)
             with self._lock:
+                if c.rank == 0:
+                    self._sched.finished(p.length * FLOAT32_BYTES)
                 self._left[p.tensor] -= 1
                 whole = self._left[p.tensor] == 0
-                if c.rank == 0:  # the bytes come back to the credit: start what it now allows
-                    self._sched.finished(p.length * FLOAT32_BYTES)
-                    self._dispatch(iteration)
             if whole:
                 c.record_event(iteration, p.tensor, "send_end")
-                self._bufs[p.tensor] = c.sgd_(p.tensor, self._grads[p.tensor], self._bufs.get(p.tensor))
+                with self._update_lock:
+                    self._bufs[p.tensor] = c.sgd_(p.tensor, self._grads[p.tensor], self._bufs.get(p.tensor))
                 c.mark_fresh(p.tensor)
-                with self._lock:
+            with self._lock:
+                if whole:
                     self._complete += 1
-                    self._lock.notify_all()
+                if c.rank == 0:
+                    self._dispatch(iteration)
+                self._lock.notify_all()
         except BaseException as e:  # noqa: BLE001 - re-raised on the communication thread (on_backward_end)
             self._fail(e)
 

@@ -103,7 +103,7 @@ def test_simulated_one_at_a_time_window_sends_the_most_urgent_ready_tensor_next(
     assert set(start) == set(ready)
     order = sorted(start, key=start.get)
     for a, b in zip(order, order[1:]):
-        assert start[b] >= end[a]  # one ring at a time: b starts once a is reduced
+        assert start[b] >= end[a]  # the window holds one tensor: b starts once a is reduced
         waiting = [t for t in order if ready[t] <= start[b] and start[t] >= start[b]]
         assert b == min(waiting)   # of those ready and not started, the front-most
     assert order != sorted(start, key=ready.get)  # the priority order is not backward's order here
@@ -122,9 +122,7 @@ def _numels(model: str) -> list[int]:
     return [i.numel for i in infos]
 
 
-def test_a_window_larger_than_the_model_sends_in_backward_order():
-    # everything starts as soon as it is ready: the communication thread runs it in the order started, so the
-    # front layers wait behind the whole backward pass (what the credit exists to prevent)
+def test_a_large_window_starts_every_ready_tensor_at_once():
     _, ev = _steady("strategy.partition_bytes=1000000000", "strategy.credit_bytes=1000000000")
     start, ready = ev["send_start"], ev["grad_ready"]
-    assert sorted(start, key=start.get) == sorted(ready, key=ready.get)
+    assert all(abs(start[t] - ready[t]) < 1e-3 for t in start)  # nothing waits for the window
