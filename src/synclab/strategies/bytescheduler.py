@@ -32,6 +32,11 @@ each decision goes round the ring as a small go message (most urgent, priority -
 forwards and follows, starting the partition once its own gradient is ready. The PS side (push and pull
 per partition under the credit) is not implemented; ``p3`` is the priority-scheduled PS here.
 
+The started partitions run concurrently (a thread each, at most 64), in the order started. Running them
+one at a time instead, as Horovod's background thread runs what ByteScheduler posts to it, was measured
+slower here (ResNet-50 replay, 1 Gbit/s: 1.43 s against 1.29 s per iteration at 2 workers, 4.21 s against
+3.34 s at 4): every ring step's per-message delay is then on the critical path.
+
 Every partition is summed and divided by the world size, then each tensor, once all its partitions are
 in, gets the worker's SGD step and its gate opens: synchronous SGD, equal to ``local``'s parameters.
 
