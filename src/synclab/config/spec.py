@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serial
 from synclab.config.section import Section as _Section
 from synclab.config.straggler import StragglerSpec
 from synclab.units import parse_duration_s, parse_rate_bps, parse_size_bytes
-from synclab.wire.frames import auto_chunk_bytes
+from synclab.wire.chunks import auto_chunk_bytes
 
 
 class SpecError(ValueError):

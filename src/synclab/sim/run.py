@@ -145,7 +145,7 @@ def simulate_ring(world: int, numel: int, link, *, host_cores: float = 2.0, good
     :class:`~synclab.netem.profiles.LinkProfile`) on the emulator's host modelled (``host_cores``, D = 1), timed
     as ``benchmarks/allreduce_vs_gloo.py`` times SyncLab's: after an untimed warm-up all-reduce and a one-element
     barrier all-reduce. ``goodput``: the ring's share (or (segment, share) points) to simulate it with."""
-    from synclab.wire.frames import auto_chunk_bytes
+    from synclab.wire.chunks import auto_chunk_bytes
 
     env = simpy.Environment()
     host = HostCpu(host_cores, DEFAULT_CPU_S_PER_BYTE, serial_s_per_byte=DEFAULT_SERIAL_S_PER_BYTE,

@@ -24,11 +24,8 @@ from typing import Iterator, Protocol
 import torch
 
 from synclab.wire import pb
+from synclab.wire.chunks import DEFAULT_CHUNK_BYTES, FAST_CHUNK_BYTES, auto_chunk_bytes  # noqa: F401 - re-exported
 from synclab.wire.codec import WireFrame, frame_for
-
-DEFAULT_CHUNK_BYTES = 1 << 20  # a frame's payload on shaped links: the priority scheduler's preemption step (P3 §4.2)
-FAST_CHUNK_BYTES = 4 << 20  # on unshaped links and links the host runs at 10 Gbit/s or more
-FAST_LINK_BPS = 10_000_000_000
 
 # Room for the header on top of a full chunk when sizing gRPC message limits.
 HEADER_SLACK_BYTES = 64 << 10
@@ -36,20 +33,6 @@ HEADER_SLACK_BYTES = 64 << 10
 MESSAGE_OVERHEAD_BYTES = 256
 # Largest dimension a shape may name: far above any tensor, far below what overflows torch's int64 sizes.
 MAX_DIM = 1 << 48
-
-
-def auto_chunk_bytes(rate_bps: float | None, dilation: float = 1.0) -> int:
-    """``transport.chunk_bytes: auto``: 4 MiB frames where the host moves bytes as fast as it can (unshaped, or a
-    link of ``rate_bps / dilation`` ≥ 10 Gbit/s), else 1 MiB.
-
-    Why: on a fast link the data plane is CPU-bound and part of its cost is per frame (a thread handoff on each
-    side of every gRPC message, the scheduler, the reassembler): 4 MiB frames cut the ring all-reduce's CPU per
-    GB by about a quarter (CHANGELOG.md, "The data plane beside gloo"). On a shaped link the frame is the
-    step at which a more urgent message overtakes (P3 §4.2), so it stays 1 MiB there: at 1 Gbit/s 1 MiB is 8 ms
-    of the link, and every reproduction target keeps the frames it was measured with."""
-    if rate_bps is None or rate_bps / dilation >= FAST_LINK_BPS:
-        return FAST_CHUNK_BYTES
-    return DEFAULT_CHUNK_BYTES
 
 
 _TORCH_TO_PB = {

@@ -206,3 +206,53 @@ def test_the_taken_up_job_resumes_in_its_run_directory_and_counts_the_restart(en
     assert [r["resumed_from"] for r in job.restarts] == [10]
     assert json.loads((run_dir / "status.json").read_text())["status"] == "restarting"
     assert next_job().run_dir != run_dir  # only the first job is taken up
+
+
+# Stage two whose job has ended: its supervisor's handler is in place, a library has a thread of its own
+# (torch starts one at import), and a SIGTERM comes while the process exits (compose stopping every node
+# as the coordinator's container exits).
+DECIDED_THEN_STOPPED = """
+import signal, sys, threading, time
+from synclab.roles.container import main, supervise
+
+def run_role(role):
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    print("decided", flush=True)
+    time.sleep(0.2)
+    return 0
+
+supervise.run_role = run_role
+code = main.main(["--as-user", "worker"], sys.argv[1])
+time.sleep(0.2)
+sys.exit(code)
+"""
+
+
+def test_a_stop_while_the_node_exits_leaves_its_exit_code_alone(entrypoint):
+    import subprocess
+    import time
+
+    from support.entrypoint import SHIM
+
+    proc = subprocess.Popen([sys.executable, "-c", DECIDED_THEN_STOPPED, str(SHIM)], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "decided"
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.005)
+    assert proc.wait(timeout=10) == 0
+
+
+def test_the_supervisor_reads_its_settings_without_torch():
+    """Stage two imports its settings and the supervisor only: no torch (seconds of start-up per container,
+    and threads of its own)."""
+    import subprocess
+
+    code = ("import sys\n"
+            "import synclab.config.settings, synclab.roles.container.main, synclab.roles.container.supervise\n"
+            "import synclab.wire.tls\n"
+            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -9,6 +9,20 @@ from synclab.roles.container import host
 from synclab.roles.container.host import log
 
 
+def ignore_stops() -> None:
+    """Once the container's exit code is decided, a stop must not change it.
+
+    Under ``docker compose up --exit-code-from coordinator`` every node is sent SIGTERM as the
+    coordinator's container exits, which is about when a lingering node sees the job end and starts
+    to exit itself. The interpreter's shutdown resets Python's signal handlers to the default, so a
+    SIGTERM arriving then would end the process as 143. The signals are ignored, process-wide:
+    blocking them (``pthread_sigmask``) holds for the calling thread only, and any other thread (one
+    that torch or a gRPC library started) would take the signal and its default action.
+    """
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def main(argv: list[str], script: str) -> int:
     """Run the entrypoint with ``argv``; ``script`` is the entrypoint file itself (stage two runs it again).
 
@@ -59,9 +73,7 @@ def main(argv: list[str], script: str) -> int:
     try:
         if stage_two:
             code = run_role(argv[0])
-            # The exit code is decided: a stop that arrives while the interpreter shuts down (its
-            # signal handlers are reset to the default there) must not turn it into 143.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+            ignore_stops()
             return code
         cmd = prepare(argv[0], script)
     except (SettingsError, TlsError) as e:
