@@ -44,6 +44,9 @@ def random_sample(ctx: typer.Context,
                                                      "point (--random)."),
                   list_only: bool = typer.Option(False, "--list", help="Print the drawn points and stop "
                                                  "(--random)."),
+                  explain: bool = typer.Option(False, "--explain", help="Simulate every point beyond ±10 % again "
+                                               "with one of the emulator's artifacts modelled at a time (its "
+                                               "start-up at D, its host, its tbf buckets): explain.csv (--random)."),
                   record: Optional[str] = typer.Option(None, "--record", metavar="NAME", help="Also copy the "
                                                        "results into docs/validation/NAME/ of this checkout "
                                                        "(--random).")):
@@ -55,12 +58,13 @@ def random_sample(ctx: typer.Context,
     if random_n is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
-    _run_random(random_n, seed, spec, max_workers, max_point_s, models, iterations, out, lock, list_only, record)
+    _run_random(random_n, seed, spec, max_workers, max_point_s, models, iterations, out, lock, list_only, record,
+                explain)
 
 
 def _run_random(n: int, seed: int, spec: str, max_workers: int, max_point_s: float, models: Optional[str],
                 iterations: int, out: Optional[Path], lock: Optional[str], list_only: bool,
-                record: Optional[str]) -> None:
+                record: Optional[str], explain: bool) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -110,6 +114,8 @@ def _run_random(n: int, seed: int, spec: str, max_workers: int, max_point_s: flo
     c = rp.counts(rows)
     console.print(f"{c['within_10']} of {c['compared']} compared points within ±10 %, {c['beyond_20']} beyond "
                   f"±20 %, {c['failed']} failed; wrote {out}/sim-vs-emu.csv, .json, .png")
+    if explain:
+        _explain(base, draw, out, rows, iterations)
     if record:
         from synclab.validate.grid import record as keep
 
@@ -118,6 +124,34 @@ def _run_random(n: int, seed: int, spec: str, max_workers: int, max_point_s: flo
         console.print(f"recorded in {dest} (`synclab validate doc` writes docs/results/validation.md)")
     if c["failed"]:
         raise typer.Exit(1)
+
+
+def _explain(base: Path, draw, out: Path, rows: list[dict], iterations: int) -> None:
+    """``--explain``: the points beyond ±10 % simulated again, one emulator artifact at a time; explain.csv."""
+    import csv
+    import io
+
+    from rich.table import Table
+
+    from synclab.fileio import write_atomic
+    from synclab.validate import random_points as rp
+
+    with console.status("simulating the points beyond ±10 % again, one emulator artifact at a time"):
+        got = rp.explain(base, draw, out, rows, iterations=iterations)
+    text = io.StringIO()
+    w = csv.DictWriter(text, fieldnames=rp.EXPLAIN_COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(got)
+    write_atomic(out / "explain.csv", text.getvalue())
+    t = Table(title="points beyond ±10 %: simulated ÷ emulated with one emulator artifact modelled")
+    for c in ("#", "strategy", "D", "defaults", *(tag for tag, _, _ in rp.EXPLANATIONS)):
+        t.add_column(c, justify="right")
+    for r in got:
+        t.add_row(str(r["index"]), r["strategy"], str(r["dilation"]), f"{float(r['ratio']):.3f}",
+                  *(f"{r[f'{tag}_ratio']:.3f}" if r.get(f"{tag}_ratio") is not None else "—"
+                    for tag, _, _ in rp.EXPLANATIONS))
+    Console(width=None if sys.stdout.isatty() else 150).print(t)
+    console.print(f"wrote {out}/explain.csv")
 
 
 def _checkout_and_spec(record: Optional[str], spec: str) -> tuple[Optional[Path], Path]:

@@ -155,6 +155,26 @@ def random_section(name: str, meta: dict, rel_png: str | None) -> tuple[list[str
     return lines + [""], {"compared": len(compared), "within": within, "fits": 0, "fits_ok": 0}
 
 
+def explain_section(path: Path) -> list[str]:
+    """A random sample's ``explain.csv`` (``synclab validate --random ... --explain``): every point beyond ±10 %
+    simulated again with one emulator artifact modelled at a time."""
+    from synclab.validate.random_points import EXPLANATIONS
+
+    rows = list(csv.DictReader(path.open()))
+    if not rows:
+        return []
+    lines = ["Points beyond ±10 %, simulated again with one of the emulator's own artifacts modelled at a time "
+             f"(`{path.name}`; simulated ÷ emulated, bold within ±10 %):", ""]
+    lines += [f"- *{tag}*: {what}" for tag, what, _ in EXPLANATIONS]
+    lines += ["", "| # | strategy | D | defaults | " + " | ".join(t for t, _, _ in EXPLANATIONS) + " |",
+              "|---|---|---|---|" + "---|" * len(EXPLANATIONS)]
+    for r in rows:
+        cells = [_mark(r[f"{t}_ratio"]) if r.get(f"{t}_ratio") else "—" for t, _, _ in EXPLANATIONS]
+        lines.append(f"| {r['index']} | `{r['strategy']}` | {r['dilation']} | {_mark(r['ratio'])} | "
+                     + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def _range(v) -> str:
     return "?" if not v else f"{v[0]:g}–{v[1]:g}"
 
@@ -372,6 +392,8 @@ def _sections(root: Path) -> tuple[list[str], dict | None]:
             png = rec / "sim-vs-emu.png"
             rel = Path(os.path.relpath(png, out.parent)).as_posix() if png.exists() else None
             lines, counts = (random_section if "random" in meta else grid_section)(rec.name, meta, rel)
+            if "random" in meta and (rec / "explain.csv").exists():
+                lines += explain_section(rec / "explain.csv")
             found += lines
             summary.append((rec.name, counts))
         if rings := sorted(rec.glob("allreduce*.csv")):

@@ -271,7 +271,7 @@ def record(out: Path, name: str, command: str, root: Path, extra: dict | None = 
 
     dest = root / "docs" / "validation" / name
     dest.mkdir(parents=True, exist_ok=True)
-    for f in ("sim-vs-emu.csv", "sim-vs-emu.png"):
+    for f in ("sim-vs-emu.csv", "sim-vs-emu.png", "explain.csv"):
         if (out / f).exists():
             shutil.copyfile(out / f, dest / f)
     rows = json.loads((out / "sim-vs-emu.json").read_text())

@@ -226,3 +226,56 @@ def counts(rows: list[dict]) -> dict:
     ratios = [float(r["ratio"]) for r in rows if r.get("ratio") not in (None, "")]
     return {"points": len(rows), "compared": len(ratios), "within_10": sum(abs(v - 1) <= 0.10 for v in ratios),
             "beyond_20": sum(abs(v - 1) > 0.20 for v in ratios), "failed": len(rows) - len(ratios)}
+
+
+# What a point beyond +-10 % is simulated again with, one emulator artifact at a time (``--explain``): the tag,
+# what it models, and the `synclab simulate` arguments (D: the dilation the emulated point ran at).
+EXPLANATIONS = (
+    ("startup_over_d", "the per-message start-up of the emulator at its D (the default's a / D: the host's "
+                       "start-up is paid on the host clock, D times slower than the emulated one)",
+     lambda d: ["--startup", repr(_default_startup_s() / d)]),
+    ("host", "the emulator's host: 2 shared cores and the tbf buckets of its shaped links (--host-cpu 2)",
+     lambda d: ["--host-cpu", "2", "--set", f"run.dilation={d}"]),
+    ("host_no_bucket", "the same host without the tbf buckets' burst (--host-cpu 2 --no-tbf-bucket)",
+     lambda d: ["--host-cpu", "2", "--no-tbf-bucket", "--set", f"run.dilation={d}"]),
+)
+def _default_startup_s() -> float:
+    from synclab.sim.run import DEFAULT_STARTUP_S
+
+    return DEFAULT_STARTUP_S
+
+
+EXPLAIN_COLUMNS = ["index", "name", "strategy", "dilation", "ratio", *(f"{t}_ratio" for t, _, _ in EXPLANATIONS),
+                   "error"]
+
+
+def explain_point(spec: Path, out: Path, sets: list[str], row: dict) -> dict:
+    """Simulate a compared point again with each of :data:`EXPLANATIONS` (each reused where its summary exists
+    under ``out/explain-<tag>/``); simulated / emulated of each. The artifact whose model brings the ratio to
+    1 is the measured effect that separates the emulator from the simulator's defaults there."""
+    import sys
+
+    from synclab.validate.grid import _summary, iteration_mean
+
+    d = row["dilation"]
+    got = {k: row.get(k) for k in ("index", "name", "strategy", "dilation", "ratio")}
+    for tag, _, args in EXPLANATIONS:
+        o = out / f"explain-{tag}"
+        cmd = [sys.executable, "-m", "synclab", "simulate", str(spec), "--out", str(o), *args(d)]
+        for s in sets:
+            cmd += ["--set", s]
+        try:
+            mean, _ = iteration_mean(o, _summary(o, cmd))
+        except RuntimeError as e:
+            got["error"] = f"{tag}: {e}"
+            continue
+        got[f"{tag}_ratio"] = mean / float(row["emulated_s"])
+    return got
+
+
+def explain(spec: Path, draw: Draw, out: Path, rows: list[dict], *, tol: float = 0.10,
+            iterations: int = ITERATIONS) -> list[dict]:
+    """:func:`explain_point` of every compared point beyond ``tol``."""
+    by = {p.name: p for p in draw.points}
+    return [explain_point(spec, out / r["name"], by[r["name"]].overrides(iterations), r) for r in rows
+            if r.get("ratio") not in (None, "") and abs(float(r["ratio"]) - 1) > tol]

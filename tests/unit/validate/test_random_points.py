@@ -115,3 +115,34 @@ def test_the_validation_page_shows_a_random_sample_beside_the_grid_with_its_coun
     assert (f"| 1 | `{p0.strategy}` | {p0.workers} | {p0.shards or '—'} | {p0.rate_mbit / 1e3:g} Gbit/s | "
             f"{p0.delay_us} µs |") in text
     assert "| **1.050** | 50 % |" in text and "| 1.250 | 50 % |" in text and "| run failed: boom | 50 % |" in text
+
+
+def test_a_miss_is_simulated_again_with_each_emulator_artifact_and_the_page_shows_it(tmp_path, monkeypatch):
+    from synclab.validate import doc as vdoc
+    from synclab.validate import grid as vgrid
+
+    draw = rp.draw_points(2, 5)
+    rows = [p.coords() | {"emulated_s": 1.0, "simulated_s": s, "ratio": s, "dilation": 8}
+            for p, s in zip(draw.points, (1.02, 1.5))]
+    asked = []
+
+    def fake_summary(out, cmd, redo=False):  # what `synclab simulate` was asked, and a summary per variant
+        asked.append(cmd)
+        return {"variant": out.name}
+
+    means = {"explain-startup_over_d": 1.01, "explain-host": 0.97, "explain-host_no_bucket": 1.2}
+    monkeypatch.setattr(vgrid, "_summary", fake_summary)
+    monkeypatch.setattr(vgrid, "iteration_mean", lambda run, summary: (means[summary["variant"]], "slowest"))
+    got = rp.explain(tmp_path / "spec.yaml", draw, tmp_path, rows)
+    assert [g["name"] for g in got] == [draw.points[1].name]  # only the point beyond ±10 %
+    assert got[0]["startup_over_d_ratio"] == 1.01 and got[0]["host_no_bucket_ratio"] == 1.2
+    startup = asked[0][asked[0].index("--startup") + 1]
+    assert float(startup) == pytest.approx(0.000972 / 8)
+    assert "--host-cpu" in asked[1] and "run.dilation=8" in asked[1] and "--no-tbf-bucket" in asked[2]
+    assert all(f"strategy.name={draw.points[1].strategy}" in c for c in asked)
+
+    path = tmp_path / "explain.csv"
+    path.write_text("index,name,strategy,dilation,ratio,startup_over_d_ratio,host_ratio,host_no_bucket_ratio,error\n"
+                    f"2,{got[0]['name']},{got[0]['strategy']},8,1.5,1.01,0.97,1.2,\n")
+    text = "\n".join(vdoc.explain_section(path))
+    assert f"| 2 | `{got[0]['strategy']}` | 8 | 1.500 | **1.010** | **0.970** | 1.200 |" in text
