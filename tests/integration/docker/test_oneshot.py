@@ -103,6 +103,9 @@ def test_a_finished_job_exits_0_with_its_records(cluster):
     assert coordinator["State"] == "exited" and coordinator["ExitCode"] == 0, coordinator
     # the nodes were done before the coordinator, and waited for it instead of stopping it
     assert "waiting for the coordinator" in logs, logs[-6000:]
+    # and the stop compose sends them as the coordinator exits does not turn their ok into 143
+    nodes = {x["Name"]: x["ExitCode"] for s in ("worker", "ps") for x in c.containers(s)}
+    assert len(nodes) == 4 and set(nodes.values()) == {0}, nodes
 
 
 def test_a_spec_that_does_not_resolve_exits_2_naming_the_key(cluster):
