@@ -32,6 +32,11 @@ def random_sample(ctx: typer.Context,
                                                   "(--random; 8: what a 2-core host emulates in minutes)."),
                   max_point_s: float = typer.Option(180.0, "--max-point-s", help="A point estimated above this "
                                                     "many host seconds is drawn again (--random; counted)."),
+                  strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated "
+                                                           "strategies to draw from (--random; default: every "
+                                                           "registered one with a simulator model but local). "
+                                                           "Pin a record's list to continue its sample after a "
+                                                           "strategy joined."),
                   models: Optional[str] = typer.Option(None, "--models", help="Comma-separated replayed models "
                                                        "to draw from (--random; default: six CNNs from ResNet-20 "
                                                        "to VGG-16)."),
@@ -59,12 +64,12 @@ def random_sample(ctx: typer.Context,
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
     _run_random(random_n, seed, spec, max_workers, max_point_s, models, iterations, out, lock, list_only, record,
-                explain)
+                explain, strategies)
 
 
 def _run_random(n: int, seed: int, spec: str, max_workers: int, max_point_s: float, models: Optional[str],
                 iterations: int, out: Optional[Path], lock: Optional[str], list_only: bool,
-                record: Optional[str], explain: bool) -> None:
+                record: Optional[str], explain: bool, strategies: Optional[str] = None) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -75,6 +80,7 @@ def _run_random(n: int, seed: int, spec: str, max_workers: int, max_point_s: flo
     root, base = _checkout_and_spec(record, spec)
     try:
         draw = rp.draw_points(n, seed, models=tuple(_csv(models, "--models")) if models else rp.MODELS,
+                              names=_csv(strategies, "--strategies") if strategies else None,
                               max_workers=max_workers, max_point_s=max_point_s, iterations=iterations)
     except (ValueError, ModelProfileError) as e:
         fail(str(e))

@@ -162,7 +162,13 @@ def draw_points(n: int, seed: int, *, names: list[str] | None = None, models: tu
         raise ValueError(f"max workers must be in [{MIN_WORKERS}, 1024], got {max_workers}")
     if max_point_s <= STARTUP_S:
         raise ValueError(f"the point budget must exceed the {STARTUP_S:g} s a run takes to start, got {max_point_s}")
-    names = sorted(names) if names is not None else strategies()
+    known = strategies()
+    if names is not None:
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            raise ValueError(f"strategies {', '.join(unknown)} cannot be drawn (one of {', '.join(known)}: "
+                             "registered, with a simulator model, not local)")
+    names = sorted(set(names)) if names is not None else known
     if not names or not models:
         raise ValueError("no strategy or no model to draw from")
     costs = {m: model_cost(m) for m in models}

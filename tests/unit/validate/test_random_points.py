@@ -146,3 +146,12 @@ def test_a_miss_is_simulated_again_with_each_emulator_artifact_and_the_page_show
                     f"2,{got[0]['name']},{got[0]['strategy']},8,1.5,1.01,0.97,1.2,\n")
     text = "\n".join(vdoc.explain_section(path))
     assert f"| 2 | `{got[0]['strategy']}` | 8 | 1.500 | **1.010** | **0.970** | 1.200 |" in text
+
+
+def test_a_pinned_strategy_list_draws_the_same_points_whatever_joined_the_registry_since():
+    names = [n for n in rp.strategies() if n != "wfbp"]  # as if wfbp had joined after the sample was drawn
+    a = rp.draw_points(8, 1, names=names)
+    assert a.points == rp.draw_points(8, 1, names=list(reversed(names))).points
+    assert all(p.strategy != "wfbp" for p in a.points) and a.bounds["strategies"] == sorted(names)
+    with pytest.raises(ValueError, match="local"):
+        rp.draw_points(2, 1, names=["local", "ps"])
