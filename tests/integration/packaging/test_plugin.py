@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import sysconfig
-from pathlib import Path
 
 import pytest
 
 from support.cluster import REPO
+from support.venv import fresh_venv
 
 pytestmark = pytest.mark.slow
 
@@ -28,13 +27,7 @@ def venv(tmp_path_factory):
     """(python of a fresh venv with the plugin installed editable, its environment, a work directory)."""
     base = tmp_path_factory.mktemp("plugin")
     root = base / "venv"
-    subprocess.run([sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip", str(root)], check=True,
-                   timeout=120)
-    py = root / "bin" / "python"
-    purelib = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  capture_output=True, text=True, check=True).stdout.strip())
-    # addsitedir, not a bare path line: SyncLab's own editable install there is itself a .pth to be processed
-    (purelib / "synclab-deps.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    py = fresh_venv(root, process_pth=True)  # SyncLab's editable install there is itself a .pth to process
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PATH"] = f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps",

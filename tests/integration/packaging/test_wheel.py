@@ -11,12 +11,12 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
 from support.cluster import REPO
+from support.venv import HERE_SITE, fresh_venv
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +37,7 @@ def installed(tmp_path_factory):
     (wheel,) = wheels.glob("synclab-*.whl")
 
     venv = base / "venv"
-    subprocess.run([sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
-    py = venv / "bin" / "python"
-    purelib = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  capture_output=True, text=True, check=True).stdout.strip())
-    (purelib / "synclab-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    py = fresh_venv(venv, process_pth=False)  # the checkout's editable install there stays out of sight
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -71,7 +66,7 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed):
     assert Path(where).is_relative_to(exe.parent.parent), where
     # The dependencies come through the .pth onto this interpreter's site-packages, which may lie inside the
     # checkout (CI's .venv does); nothing else of the checkout may be on the path, its src/ least of all.
-    deps = Path(sysconfig.get_paths()["purelib"]).resolve()
+    deps = Path(HERE_SITE).resolve()
     from_checkout = [p for p in path if p and Path(p).resolve() != deps and Path(p).resolve().is_relative_to(REPO)]
     assert not from_checkout, from_checkout
 
