@@ -92,8 +92,3 @@ def hold(path: Path | None = None, *, say=None) -> Iterator[bool]:
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
-
-def locked(cmd: list[str], path: Path | None = None) -> list[str]:
-    """``cmd`` run under the lock: prefixed with ``flock PATH`` unless this process already holds it."""
-    path = path or lock_path()
-    return list(cmd) if held_here(path) else ["flock", str(path), *cmd]

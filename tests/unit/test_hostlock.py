@@ -34,14 +34,6 @@ def test_ancestry_starts_at_this_process_and_reaches_the_parent():
         assert chain[1] == os.getppid()
 
 
-def test_locked_prefixes_flock_unless_held(tmp_path, monkeypatch):
-    lock = tmp_path / "emu.lock"
-    monkeypatch.setattr(hostlock, "held_here", lambda path=None: False)
-    assert hostlock.locked(["synclab", "run"], lock) == ["flock", str(lock), "synclab", "run"]
-    monkeypatch.setattr(hostlock, "held_here", lambda path=None: True)
-    assert hostlock.locked(["synclab", "run"], lock) == ["synclab", "run"]
-
-
 def test_the_lock_path_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("SYNCLAB_EMU_LOCK", raising=False)
     assert str(hostlock.lock_path()) == hostlock.DEFAULT_LOCK

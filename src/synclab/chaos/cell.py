@@ -33,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from synclab import hostlock
 from synclab.chaos import faults
 from synclab.chaos.faults import Fault, FaultError
 
@@ -148,19 +149,14 @@ def run_job(spec_path: str | Path, overrides: list[str], run_dir: Path, *, fault
     """Run one job (with ``fault`` injected half-way, if given); its record: status.json's fields plus timing,
     what the injector did, and what was left behind."""
     from synclab.roles import checkpoint
-    from synclab.roles.job import resolve_job
-    from synclab.roles.launcher import LocalCluster, supervise
+    from synclab.roles.job import cluster_for, resolve_job
+    from synclab.roles.launcher import supervise
 
     job = resolve_job(spec_path, overrides)
     spec = job.spec
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.yaml").write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
-    if job.network.isolation == "docker":
-        from synclab.roles.docker_cluster import DockerCluster
-
-        cluster = DockerCluster(spec, run_dir)
-    else:
-        cluster = LocalCluster(spec, run_dir, isolation=job.network.isolation)
+    cluster = cluster_for(job, run_dir)
     pids: set[int] = set()
     prefixes: set[str] = set()
     inject_at = max(1, spec.run.iterations // 2)
@@ -197,17 +193,18 @@ def run_job(spec_path: str | Path, overrides: list[str], run_dir: Path, *, fault
 
     timer = threading.Timer(deadline_s, watchdog)
     timer.daemon = True
-    t0 = time.time()
-    try:
-        cluster.start()
-        seen()
-        timer.start()
-        status = supervise(cluster, on_progress=on_progress)
-    except Exception as e:  # the launcher itself failed (e.g. it could not write on a full disk)
-        cluster.terminate()
-        status = {"status": "failed", "reason": f"launcher: {type(e).__name__}: {e}"}
-    finally:
-        timer.cancel()
+    with hostlock.hold():  # one emulation on the host's cores at a time (a no-op under flock)
+        t0 = time.time()
+        try:
+            cluster.start()
+            seen()
+            timer.start()
+            status = supervise(cluster, on_progress=on_progress)
+        except Exception as e:  # the launcher itself failed (e.g. it could not write on a full disk)
+            cluster.terminate()
+            status = {"status": "failed", "reason": f"launcher: {type(e).__name__}: {e}"}
+        finally:
+            timer.cancel()
     t_end = time.time()
     if injector is not None and injector.is_alive():
         injector.join(timeout=120)

@@ -23,8 +23,8 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML), or a pack
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from synclab.config import SpecError
-    from synclab.roles.job import resolve_job
-    from synclab.roles.launcher import LocalCluster, supervise
+    from synclab.roles.job import cluster_for, resolve_job
+    from synclab.roles.launcher import supervise
 
     try:
         job = resolve_job(spec, set_)
@@ -36,12 +36,7 @@ def run(spec: Path = typer.Argument(..., help="Experiment spec (YAML), or a pack
     write_atomic(run_dir / "spec.yaml", yaml.safe_dump(s.to_dict(), sort_keys=False))
     for stale in ("summary.json", "failure.json", "status.json"):
         (run_dir / stale).unlink(missing_ok=True)
-    if net.isolation == "docker":
-        from synclab.roles.docker_cluster import DockerCluster
-
-        cluster = DockerCluster(s, run_dir)
-    else:
-        cluster = LocalCluster(s, run_dir, isolation=net.isolation)
+    cluster = cluster_for(job, run_dir)
     console.print(f"[bold]{s.name}[/]: strategy [cyan]{s.strategy.name}[/], model {s.model.name}, "
                   f"{s.n_workers} worker(s), {s.n_ps} PS shard(s), {net.describe()} -> {run_dir}")
     console.print(f"  {job.dilation.describe()}")

@@ -45,3 +45,16 @@ def resolve_job(path: str | Path, overrides: Iterable[Override] = (), *,
     plan = resolve_network(spec, kernel_available=kernel_available, netns_unavailable=netns_unavailable)
     spec, compute_notes = resolve_compute(apply_to_spec(spec, plan))
     return Job(spec, plan, plan.notes + compute_notes, choice)
+
+
+def cluster_for(job: Job, run_dir: Path):
+    """The cluster that runs ``job`` into ``run_dir``: containers under ``network.isolation: docker``, else local
+    processes (in namespaces or on loopback). Started with ``start()``, run with
+    :func:`synclab.roles.launcher.supervise`, under the host lock (:func:`synclab.hostlock.hold`)."""
+    if job.network.isolation == "docker":
+        from synclab.roles.docker_cluster import DockerCluster
+
+        return DockerCluster(job.spec, run_dir)
+    from synclab.roles.launcher import LocalCluster
+
+    return LocalCluster(job.spec, run_dir, isolation=job.network.isolation)
